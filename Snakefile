@@ -1,0 +1,28 @@
+# rankone: how much adapter capacity does RL need? The DAG, stage by stage:
+# data -> models -> rollouts -> train -> evaluate -> analysis -> report
+from snakemake.utils import min_version, validate
+
+
+min_version("9.0")
+
+
+configfile: "config/default.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/rollouts.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/analysis.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        report_files(),
+    default_target: True

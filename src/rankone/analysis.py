@@ -1,0 +1,155 @@
+"""The analysis stage: reads run outputs only (never training code) and decides.
+
+- `runs.csv`: one row per run, with its val and test metrics and information counts.
+- `curves.csv`: the per-step learning curve of every run (RL reward, SFT loss).
+- `best_lr.csv`: the best learning rate per (regime, model, method), chosen on **val**.
+- `verdicts.csv`: the gap to FullFT on **test** at each method's best learning rate,
+  paired by seed, with a t confidence interval over seeds, and a verdict:
+  `parity` when |gap| < the threshold fixed in the config; otherwise `worse` or
+  `better` when the interval excludes zero; otherwise `inconclusive`.
+
+Scores are oriented so higher is better: RL uses mean reward, SFT the negative NLL
+(nats per answer token). Diverged runs are kept, marked, and never chosen as best.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from rankone.config import StudyConfig
+from rankone.io import atomic_path, read_json, read_jsonl, write_json
+from rankone.paths import Layout
+
+SCORE = {"rl": ("mean_reward", 1.0), "sft": ("nll", -1.0)}  # metric, sign (higher score is better)
+CURVE = {"rl": "reward", "sft": "loss"}
+
+
+class IncompleteRunError(RuntimeError):
+    """A run's outputs are missing or not marked complete."""
+
+
+def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame]:
+    rows, curves = [], []
+    for run in cfg.runs():
+        trained_path, eval_path = at.train(run) / "run.json", at.evaluate(run) / "metrics.json"
+        if not trained_path.is_file() or not eval_path.is_file():
+            raise IncompleteRunError(f"{run.path}: missing {trained_path if not trained_path.is_file() else eval_path}")
+        trained, evaluated = read_json(trained_path), read_json(eval_path)
+        metric, sign = SCORE[run.regime]
+        row = {
+            "regime": run.regime, "model": run.model, "method": run.method, "rank": run.rank,
+            "lr": run.lr, "seed": run.seed, "status": trained["status"],
+            "trainable_parameters": trained["trainable_parameters"],
+            "train_seconds": trained["train_seconds"], "steps_completed": trained["steps_completed"],
+        }
+        for split in ("val", "test"):
+            for key, value in evaluated.get(split, {}).items():
+                row[f"{split}_{key}"] = value
+            value = evaluated.get(split, {}).get(metric)
+            row[f"{split}_score"] = sign * value if value is not None else math.nan
+        row["info_bound_bits"] = trained.get("info_bound_bits")
+        row["bits_absorbed"] = evaluated.get("bits_absorbed")
+        steps = read_jsonl(at.train(run) / "metrics.jsonl")
+        for s in steps:
+            curves.append({"regime": run.regime, "model": run.model, "method": run.method, "lr": run.lr,
+                           "seed": run.seed, "step": s["step"], "value": s.get(CURVE[run.regime])})
+        tail = steps[-max(1, len(steps) // 10):]
+        row["train_final"] = sum(s.get(CURVE[run.regime], math.nan) for s in tail) / len(tail) if tail else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows), pd.DataFrame(curves)
+
+
+def best_learning_rates(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (regime, model, method): the lr with the best mean val score over seeds (diverged = -inf)."""
+    scored = runs.assign(val_score=runs["val_score"].fillna(-math.inf))
+    by_lr = scored.groupby(["regime", "model", "method", "lr"], as_index=False).agg(
+        val_score=("val_score", "mean"), diverged=("status", lambda s: int((s != "completed").sum()))
+    )
+    best = by_lr.sort_values(["val_score", "lr"], ascending=[False, True]).groupby(
+        ["regime", "model", "method"], as_index=False).head(1)
+    return best.sort_values(["regime", "model", "method"]).reset_index(drop=True)
+
+
+def interval(gaps: list[float], confidence: float) -> tuple[float, float, float]:
+    """Mean and two-sided t interval; NaN bounds with fewer than two values."""
+    from scipy import stats
+
+    n = len(gaps)
+    mean = sum(gaps) / n
+    if n < 2:
+        return mean, math.nan, math.nan
+    sd = math.sqrt(sum((g - mean) ** 2 for g in gaps) / (n - 1))
+    half = stats.t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def verdict(gap: float, low: float, high: float, threshold: float) -> str:
+    if not math.isfinite(gap):
+        return "diverged"
+    if abs(gap) < threshold:
+        return "parity"
+    if math.isfinite(low) and (low > 0 or high < 0):
+        return "better" if low > 0 else "worse"
+    return "inconclusive"
+
+
+def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+    out = []
+    chosen = runs.merge(best[["regime", "model", "method", "lr"]], on=["regime", "model", "method", "lr"])
+    for (regime, model), group in chosen.groupby(["regime", "model"]):
+        full = group[group.method == "fullft"].set_index("seed")["test_score"]
+        for method, g in group.groupby("method"):
+            if method == "fullft" or full.empty:
+                continue
+            mine = g.set_index("seed")["test_score"]
+            seeds = sorted(set(mine.index) & set(full.index))
+            gaps = [float(mine[s] - full[s]) for s in seeds]
+            mean, low, high = interval(gaps, cfg.analysis.confidence) if gaps else (math.nan,) * 3
+            threshold = cfg.analysis.parity_threshold[regime]
+            out.append({
+                "regime": regime, "model": model, "method": method, "rank": int(g["rank"].iloc[0]),
+                "lr": float(g["lr"].iloc[0]), "fullft_lr": float(group[group.method == "fullft"]["lr"].iloc[0]),
+                "test_score": float(mine.mean()), "fullft_test_score": float(full.mean()),
+                "gap": mean, "ci_low": low, "ci_high": high, "seeds": len(seeds), "threshold": threshold,
+                "verdict": verdict(mean, low, high, threshold),
+            })
+    return pd.DataFrame(out)
+
+
+def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: Layout) -> pd.DataFrame:
+    """Bits against trainable parameters, per (regime, model, method), at the best lr."""
+    chosen = runs.merge(best[["regime", "model", "method", "lr"]], on=["regime", "model", "method", "lr"])
+    table = chosen.groupby(["regime", "model", "method"], as_index=False).agg(
+        trainable_parameters=("trainable_parameters", "first"),
+        info_bound_bits=("info_bound_bits", "mean"),
+        bits_absorbed=("bits_absorbed", "mean"),
+    )
+    table["capacity_bits"] = table["trainable_parameters"] * cfg.analysis.bits_per_param
+    if "sft" in cfg.regimes:
+        table["sft_dataset_bits"] = read_json(at.data("sft") / "manifest.json")["information_bits"]
+    return table
+
+
+def run(cfg: StudyConfig, at: Layout) -> None:
+    runs, curves = collect(cfg, at)
+    best = best_learning_rates(runs)
+    table = {
+        "runs.csv": runs,
+        "curves.csv": curves,
+        "best_lr.csv": best,
+        "verdicts.csv": verdicts(cfg, runs, best),
+        "information.csv": information(cfg, runs, best, at),
+    }
+    out: Path = at.analysis
+    out.mkdir(parents=True, exist_ok=True)
+    for name, frame in table.items():
+        with atomic_path(out / name) as tmp:
+            frame.to_csv(tmp, index=False)
+    write_json(out / "summary.json", {
+        "runs": len(runs),
+        "diverged": int((runs.status != "completed").sum()),
+        "verdicts": table["verdicts.csv"].to_dict(orient="records"),
+    })

@@ -1,0 +1,143 @@
+"""`rankone <stage> --config CONFIG ...`: every stage of the workflow without Snakemake.
+
+Each subcommand runs one job and writes where the Snakemake rule expects it
+(rankone.paths), so `rankone train --config config/smoke.yaml --run rl/qwen3-tiny/lora-r1/lr0.01/seed0`
+reproduces exactly what `snakemake` would run for that run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from rankone.config import ConfigError, RunId, StudyConfig, json_schema, load
+from rankone.io import log, setup_logging
+from rankone.paths import Layout
+
+
+def _run_id(cfg: StudyConfig, text: str) -> RunId:
+    run = RunId.parse(text)
+    if run not in cfg.runs():
+        raise ConfigError(f"run {text!r} is not in the study's grid; `rankone runs --config ...` lists them")
+    return run
+
+
+def cmd_data(cfg: StudyConfig, args) -> None:
+    from rankone import data
+
+    data.build(cfg, args.regime, Layout(cfg).data(args.regime))
+
+
+def cmd_models(cfg: StudyConfig, args) -> None:
+    from rankone.models.build import build
+
+    at = Layout(cfg)
+    build(cfg, args.model, at.data("rl"), at.model(args.model))
+
+
+def cmd_rollouts(cfg: StudyConfig, args) -> None:
+    from rankone.data import verify
+    from rankone.rollouts import stage
+
+    at = Layout(cfg)
+    verify(at.data("rl"))
+    stage.run(cfg, at.model(args.model), at.data("rl"), at.rollouts(args.model))
+
+
+def cmd_train(cfg: StudyConfig, args) -> None:
+    from rankone.data import verify
+    from rankone.train import TRAINERS
+
+    run, at = _run_id(cfg, args.run), Layout(cfg)
+    verify(at.data(run.regime))
+    TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), at.train(run))
+
+
+def cmd_evaluate(cfg: StudyConfig, args) -> None:
+    from rankone import evaluate
+    from rankone.data import verify
+
+    run, at = _run_id(cfg, args.run), Layout(cfg)
+    verify(at.data(run.regime))
+    evaluate.run(cfg, run, at.model(run.model), at.data(run.regime), at.train(run), at.evaluate(run))
+
+
+def cmd_analysis(cfg: StudyConfig, args) -> None:
+    from rankone import analysis
+
+    analysis.run(cfg, Layout(cfg))
+
+
+def cmd_report(cfg: StudyConfig, args) -> None:
+    from rankone import report
+
+    report.run(cfg, Layout(cfg))
+
+
+def cmd_runs(cfg: StudyConfig, args) -> None:
+    for run in cfg.runs():
+        print(run.path)
+
+
+def cmd_check(cfg: StudyConfig, args) -> None:
+    print(f"{args.config}: valid, {len(cfg.runs())} training runs")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rankone", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def stage(name, func, help, **ids):
+        p = sub.add_parser(name, help=help)
+        p.add_argument("--config", required=True, help="study config YAML (e.g. config/default.yaml)")
+        for flag, text in ids.items():
+            p.add_argument(f"--{flag}", required=True, help=text)
+        p.set_defaults(func=func)
+
+    stage("data", cmd_data, "build a task's splits", regime="rl or sft")
+    stage("models", cmd_models, "build and warm-start a base model", model="model preset name")
+    stage("rollouts", cmd_rollouts, "base-policy rollout statistics", model="model preset name")
+    stage("train", cmd_train, "train one run", run="<regime>/<model>/<method>/lr<lr>/seed<seed>")
+    stage("evaluate", cmd_evaluate, "evaluate one trained run", run="<regime>/<model>/<method>/lr<lr>/seed<seed>")
+    stage("analysis", cmd_analysis, "tables, best learning rates, verdicts")
+    stage("report", cmd_report, "figures, report.md and index.html")
+    stage("runs", cmd_runs, "list the study's training runs")
+    stage("check", cmd_check, "validate a config and exit")
+    schema = sub.add_parser("schema", help="print the config JSON schema (YAML)")
+    schema.set_defaults(func=None)
+    resolve = sub.add_parser("resolve", help="validate a config and write it, defaults filled in, to --out")
+    resolve.add_argument("--config", required=True)
+    resolve.add_argument("--out", required=True)
+    resolve.set_defaults(func=None)
+
+    args = parser.parse_args(argv)
+    setup_logging()
+    if args.command == "schema":
+        yaml.safe_dump(json_schema(), sys.stdout, sort_keys=False)
+        return 0
+    try:
+        cfg = load(args.config)
+        if args.command == "resolve":
+            write_resolved(cfg, Path(args.out))
+            return 0
+        args.func(cfg, args)
+    except ConfigError as err:
+        log.error("%s", err)
+        return 2
+    return 0
+
+
+def write_resolved(cfg: StudyConfig, out: Path) -> None:
+    """The validated config with every default filled in; rewritten only when it changes."""
+    text = yaml.safe_dump(json.loads(cfg.model_dump_json()), sort_keys=False)
+    if not out.is_file() or out.read_text() != text:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,342 @@
+"""The study configuration: one typed model that mirrors config/*.yaml.
+
+Validated once, at load: a bad value fails with the dotted field name and what is
+allowed. `workflow/schemas/config.schema.yaml` is generated from this model
+(`rankone schema`), so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+REGIMES = ("rl", "sft")
+METHOD_PATTERN = re.compile(r"^(fullft|lora-r([1-9][0-9]*))$")
+
+
+class ConfigError(ValueError):
+    """A study config that cannot be run; the message names the field."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ArchitectureConfig(Strict):
+    hidden_size: int = Field(128, gt=0, description="Width of the residual stream.")
+    intermediate_size: int = Field(256, gt=0, description="Width of the MLP.")
+    num_hidden_layers: int = Field(2, gt=0, description="Transformer blocks.")
+    num_attention_heads: int = Field(4, gt=0, description="Query heads.")
+    num_key_value_heads: int = Field(2, gt=0, description="Key/value heads (grouped-query attention).")
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> ArchitectureConfig:
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError("hidden_size must be divisible by num_attention_heads")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError("num_attention_heads must be divisible by num_key_value_heads")
+        return self
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def linear_shapes(self) -> dict[str, tuple[int, int]]:
+        """(d_in, d_out) of every linear layer LoRA adapts in one block ("all-linear")."""
+        h, kv = self.hidden_size, self.num_key_value_heads * self.head_dim
+        m = self.intermediate_size
+        return {
+            "q_proj": (h, h),
+            "k_proj": (h, kv),
+            "v_proj": (h, kv),
+            "o_proj": (h, h),
+            "gate_proj": (h, m),
+            "up_proj": (h, m),
+            "down_proj": (m, h),
+        }
+
+
+class PretrainConfig(Strict):
+    steps: int = Field(1500, gt=0, description="Optimizer steps of the warm-start on the synthetic corpus.")
+    batch_size: int = Field(128, gt=0, description="Sequences per pretraining step.")
+    lr: float = Field(3e-3, gt=0, description="AdamW learning rate of the warm-start.")
+    corruption: float = Field(
+        0.5, ge=0, lt=1, description="Share of corpus answers replaced by random ones (keeps the base policy imperfect)."
+    )
+    eval_prompts: int = Field(256, gt=0, description="RL train prompts on which the base pass@1 is recorded.")
+
+
+class TaskConfig(Strict):
+    name: str = Field(description="Registered task name (rankone.tasks).")
+    params: dict = Field(default_factory=dict, description="Task parameters, validated by the task's own model.")
+
+    @model_validator(mode="after")
+    def _known_task(self) -> TaskConfig:
+        from rankone.tasks import TASKS
+
+        if self.name not in TASKS:
+            raise ValueError(f"unknown task {self.name!r}; known tasks: {', '.join(sorted(TASKS))}")
+        try:
+            TASKS[self.name].Params.model_validate(self.params)
+        except ValidationError as err:
+            raise ValueError(f"params of task {self.name!r}: {_format_errors(err)}") from None
+        return self
+
+    def task(self):
+        from rankone.tasks import TASKS
+
+        return TASKS[self.name]
+
+    def typed_params(self):
+        return self.task().Params.model_validate(self.params)
+
+
+class RolloutConfig(Strict):
+    engine: Literal["hf"] = Field("hf", description="Rollout engine: hf (transformers generate).")
+    n_prompts: int = Field(128, gt=0, description="Prompts per split for the base-policy rollout statistics.")
+    samples_per_prompt: int = Field(8, ge=2, description="Samples per prompt for pass@k and zero-variance share.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
+    max_new_tokens: int = Field(6, gt=0, description="Completion length cap.")
+
+
+class RLConfig(Strict):
+    steps: int = Field(60, gt=0, description="Policy-gradient steps (one batch of rollouts each).")
+    prompts_per_step: int = Field(8, gt=0, description="Distinct prompts per step.")
+    group_size: int = Field(8, ge=2, description="Samples per prompt; advantages are centred within a group.")
+    max_logprob_gap: float = Field(
+        1e-3, gt=0, description="Stop the run when the mean |sampler - learner| log-prob gap exceeds this."
+    )
+    log_every: int = Field(10, gt=0, description="Log a progress line every this many steps.")
+
+
+class SFTConfig(Strict):
+    steps: int = Field(200, gt=0, description="Optimizer steps.")
+    batch_size: int = Field(64, gt=0, description="Examples per step.")
+    log_every: int = Field(25, gt=0, description="Log a progress line every this many steps.")
+
+
+class LoraConfig(Strict):
+    alpha: float = Field(32, gt=0, description="LoRA alpha; the update is scaled by alpha / r.")
+    target_modules: Literal["all-linear", "attention", "mlp"] = Field(
+        "all-linear", description="Which linear layers get adapters."
+    )
+
+
+class LRGrid(Strict):
+    fullft: list[float] = Field(description="Learning rates for full fine-tuning.")
+    lora: list[float] = Field(description="Learning rates for every LoRA rank.")
+
+    @field_validator("fullft", "lora")
+    @classmethod
+    def _grid(cls, grid: list[float]) -> list[float]:
+        if not grid:
+            raise ValueError("learning-rate grid is empty")
+        if any(lr <= 0 for lr in grid):
+            raise ValueError(f"learning rates must be > 0, got {grid}")
+        if len(set(grid)) != len(grid):
+            raise ValueError(f"duplicate learning rates in {grid} (runs would share a name)")
+        return grid
+
+
+class EvaluateConfig(Strict):
+    n_prompts: int = Field(128, gt=0, description="Prompts per split (val, test) at most.")
+    samples_per_prompt: int = Field(4, gt=0, description="Samples per prompt for sampled pass@1.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature for pass@1 and mean reward.")
+
+
+class AnalysisConfig(Strict):
+    parity_threshold: dict[Literal["rl", "sft"], float] = Field(
+        default_factory=lambda: {"rl": 0.05, "sft": 0.1},
+        description="Gap to FullFT under which a method counts as at parity (metric units), fixed before the run.",
+    )
+    confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the interval over seeds.")
+    bits_per_param: float = Field(2.0, gt=0, description="Reference capacity line, bits per trainable parameter.")
+
+
+class StudyConfig(Strict):
+    experiment: str = Field(pattern=r"^[A-Za-z0-9_-]+$", description="Name; outputs go under results/<experiment>/.")
+    results_dir: str = Field("results", description="Root folder of stage outputs.")
+    reports_dir: str = Field("reports", description="Root folder of published reports.")
+    seed: int = Field(0, ge=0, description="Seed of data generation and model initialisation.")
+    threads: int = Field(1, gt=0, description="Torch threads per job (jobs run in parallel under Snakemake).")
+    models: list[str] = Field(min_length=1, description="Model presets (rankone.models.PRESETS).")
+    architecture: ArchitectureConfig = Field(default_factory=ArchitectureConfig)
+    pretrain: PretrainConfig = Field(default_factory=PretrainConfig)
+    regimes: list[Literal["rl", "sft"]] = Field(default_factory=lambda: ["rl", "sft"], min_length=1)
+    tasks: dict[Literal["rl", "sft"], TaskConfig] = Field(description="Task per regime.")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    rl: RLConfig = Field(default_factory=RLConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    methods: list[str] = Field(min_length=1, description="fullft and/or lora-r<rank>.")
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+    learning_rates: dict[Literal["rl", "sft"], LRGrid] = Field(description="Learning-rate grid per regime.")
+    seeds: list[int] = Field(min_length=1, description="Training seeds; each run is repeated per seed.")
+    evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+    analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
+
+    @field_validator("models")
+    @classmethod
+    def _known_models(cls, models: list[str]) -> list[str]:
+        from rankone.models import PRESETS
+
+        unknown = [m for m in models if m not in PRESETS]
+        if unknown:
+            raise ValueError(f"unknown model {unknown[0]!r}; known models: {', '.join(sorted(PRESETS))}")
+        if len(set(models)) != len(models):
+            raise ValueError(f"duplicate models in {models} (runs would share a name)")
+        return models
+
+    @field_validator("methods")
+    @classmethod
+    def _methods(cls, methods: list[str]) -> list[str]:
+        for m in methods:
+            if not METHOD_PATTERN.match(m):
+                raise ValueError(f"unknown method {m!r}; use 'fullft' or 'lora-r<rank>' (e.g. lora-r1)")
+        if len(set(methods)) != len(methods):
+            raise ValueError(f"duplicate methods in {methods} (runs would share a name)")
+        return methods
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"duplicate seeds in {seeds} (runs would share a name)")
+        return seeds
+
+    @model_validator(mode="after")
+    def _consistent(self) -> StudyConfig:
+        for regime in self.regimes:
+            if regime not in self.tasks:
+                raise ValueError(f"tasks.{regime} is missing but regime {regime!r} is listed in regimes")
+            if regime not in self.learning_rates:
+                raise ValueError(f"learning_rates.{regime} is missing but regime {regime!r} is listed in regimes")
+        widths = [min(shape) for name, shape in self.adapted_shapes().items()]
+        for m in self.methods:
+            r = lora_rank(m)
+            if r is not None and r > min(widths):
+                raise ValueError(
+                    f"method {m!r}: rank {r} is larger than the narrowest adapted layer (width {min(widths)})"
+                )
+        return self
+
+    def adapted_shapes(self) -> dict[str, tuple[int, int]]:
+        """Shapes of the linear layers in one block that the configured LoRA targets adapt."""
+        shapes = self.architecture.linear_shapes()
+        keep = {
+            "all-linear": shapes.keys(),
+            "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+            "mlp": ("gate_proj", "up_proj", "down_proj"),
+        }[self.lora.target_modules]
+        return {k: shapes[k] for k in keep}
+
+    def runs(self) -> list[RunId]:
+        """Every training run of the study, in a stable order."""
+        return [
+            RunId(regime, model, method, lr, seed)
+            for regime in self.regimes
+            for model in self.models
+            for method in self.methods
+            for lr in self.lr_grid(regime, method)
+            for seed in self.seeds
+        ]
+
+    def lr_grid(self, regime: str, method: str) -> list[float]:
+        grid = self.learning_rates[regime]
+        return grid.fullft if method == "fullft" else grid.lora
+
+    def digest(self, *sections: str) -> str:
+        """Hash of the named dotted sections (all when none): what a stage's outputs depend on."""
+        data = self.model_dump(mode="json")
+        if sections:
+            data = {k: _lookup(data, k) for k in sections}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class RunId:
+    """One training run: (regime, model, method, learning rate, seed)."""
+
+    __slots__ = ("regime", "model", "method", "lr", "seed")
+
+    def __init__(self, regime: str, model: str, method: str, lr: float, seed: int):
+        self.regime, self.model, self.method, self.lr, self.seed = regime, model, method, float(lr), int(seed)
+
+    @property
+    def rank(self) -> int | None:
+        return lora_rank(self.method)
+
+    @property
+    def path(self) -> str:
+        return f"{self.regime}/{self.model}/{self.method}/lr{lr_tag(self.lr)}/seed{self.seed}"
+
+    @classmethod
+    def parse(cls, path: str) -> RunId:
+        m = re.fullmatch(r"(rl|sft)/([^/]+)/([^/]+)/lr([^/]+)/seed(\d+)", path.strip("/"))
+        if not m:
+            raise ConfigError(f"run id {path!r} is not of the form <regime>/<model>/<method>/lr<lr>/seed<seed>")
+        return cls(m[1], m[2], m[3], float(m[4]), int(m[5]))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, RunId) and self.path == other.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __repr__(self) -> str:
+        return f"RunId({self.path})"
+
+
+def _lookup(data: dict, dotted: str):
+    for key in dotted.split("."):
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def lora_rank(method: str) -> int | None:
+    m = METHOD_PATTERN.match(method)
+    if not m:
+        raise ConfigError(f"unknown method {method!r}")
+    return int(m[2]) if m[2] else None
+
+
+def lr_tag(lr: float) -> str:
+    """The learning rate as it appears in paths: shortest exact repr (0.001, 3e-05)."""
+    return repr(float(lr))
+
+
+def _format_errors(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def validate(data: dict, source: str = "config") -> StudyConfig:
+    try:
+        return StudyConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(f"invalid {source}: {_format_errors(err)}") from None
+
+
+def load(path: str | Path) -> StudyConfig:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
+    return validate(data, source=f"config {str(path)!r}")
+
+
+def json_schema() -> dict:
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **StudyConfig.model_json_schema()}

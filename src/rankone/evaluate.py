@@ -1,0 +1,78 @@
+"""The evaluate stage: every trained run on val and test.
+
+Greedy accuracy, sampled pass@1 and mean reward for both regimes; for SFT also the
+negative log-likelihood of the answers (test NLL), and the bits absorbed: the drop in
+total NLL of the training set from the base model to the trained one.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from rankone.config import RunId, StudyConfig
+from rankone.info import NATS_TO_BITS
+from rankone.io import log, provenance, read_json, read_jsonl, seed_everything, write_json
+from rankone.models.load import load_base, load_policy
+from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts, sample
+
+
+@torch.no_grad()
+def answer_nll_nats(model, tokenizer, rows: list[dict], batch_size: int = 512) -> tuple[float, int]:
+    """Total NLL (nats) of the answers (+<eos>) given the prompts, and the token count."""
+    total, tokens = 0.0, 0
+    for i in range(0, len(rows), batch_size):
+        chunk = rows[i : i + batch_size]
+        prompt_ids_B_P, prompt_mask_B_P = encode_prompts(tokenizer, [r["prompt"] for r in chunk])
+        completion_B_C, mask_B_C = encode_completions(tokenizer, [r["answer"] for r in chunk])
+        logprobs_B_C = completion_logprobs(model, prompt_ids_B_P, prompt_mask_B_P, completion_B_C, mask_B_C)
+        total -= float(logprobs_B_C.sum())
+        tokens += int(mask_B_C.sum())
+    return total, tokens
+
+
+def score(cfg: StudyConfig, model, tokenizer, task, rows: list[dict], seed: int) -> dict:
+    e = cfg.evaluate
+    prompts, answers = [r["prompt"] for r in rows], [r["answer"] for r in rows]
+    greedy = sample(model, tokenizer, prompts, 1, 1.0, cfg.rollout.max_new_tokens, greedy=True)
+    torch.manual_seed(seed)
+    n = e.samples_per_prompt
+    sampled = sample(model, tokenizer, prompts, n, e.temperature, cfg.rollout.max_new_tokens)
+    rewards = [task.reward(t, answers[i // n]) for i, t in enumerate(sampled.texts)]
+    return {
+        "prompts": len(rows),
+        "greedy_accuracy": sum(task.reward(t, a) for t, a in zip(greedy.texts, answers)) / len(rows),
+        "pass_at_1": sum(r > 0 for r in rewards) / len(rewards),
+        "mean_reward": sum(rewards) / len(rewards),
+    }
+
+
+def run(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, train_dir: Path, out_dir: Path) -> dict:
+    started = time.time()
+    seed_everything(run.seed, cfg.threads)
+    trained = read_json(train_dir / "run.json")
+    result: dict = {"run": run.path, "status": trained["status"]}
+    if trained["status"] == "completed":
+        model, tokenizer = load_policy(model_dir, train_dir / "weights", run.rank)
+        task = cfg.tasks[run.regime].task()
+        for split in ("val", "test"):
+            rows = read_jsonl(data_dir / f"{split}.jsonl")[: cfg.evaluate.n_prompts]
+            result[split] = score(cfg, model, tokenizer, task, rows, run.seed)
+            if run.regime == "sft":
+                nats, tokens = answer_nll_nats(model, tokenizer, rows)
+                result[split]["nll"] = nats / tokens
+                result[split]["nll_bits_per_token"] = nats / tokens * NATS_TO_BITS
+        if run.regime == "sft":
+            train_rows = read_jsonl(data_dir / "train.jsonl")
+            base, _ = load_base(model_dir)
+            base_nats, _ = answer_nll_nats(base, tokenizer, train_rows)
+            final_nats, _ = answer_nll_nats(model, tokenizer, train_rows)
+            result["train_nll_bits_base"] = base_nats * NATS_TO_BITS
+            result["train_nll_bits_final"] = final_nats * NATS_TO_BITS
+            result["bits_absorbed"] = (base_nats - final_nats) * NATS_TO_BITS
+        log.info("%s: val %s", run.path, result["val"])
+    result["provenance"] = provenance(cfg.digest("evaluate", "rollout", "tasks"), run.seed, started)
+    write_json(out_dir / "metrics.json", result)
+    return result

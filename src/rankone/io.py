@@ -1,0 +1,145 @@
+"""Small shared helpers: atomic files, JSON lines, seeding, provenance, logging."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+log = logging.getLogger("rankone")
+
+TRACKED_PACKAGES = ("torch", "transformers", "peft", "tokenizers", "safetensors", "snakemake", "numpy", "pandas")
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path):
+    """Yield a temporary sibling path; on success rename it onto `path` (file or folder).
+
+    An interrupted write leaves only the temporary, never a half-written `path`.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    _remove(tmp)
+    try:
+        yield tmp
+        _remove(path)
+        os.replace(tmp, path)
+    finally:
+        _remove(tmp)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def write_json(path: str | Path, data) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: str | Path):
+    return json.loads(Path(path).read_text())
+
+
+def write_jsonl(path: str | Path, rows) -> None:
+    with atomic_path(path) as tmp:
+        with open(tmp, "w") as f:
+            for row in rows:
+                f.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    rows = []
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg}); the file is corrupt or truncated") from None
+    return rows
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def seed_everything(seed: int, threads: int = 1) -> None:
+    """Same seed, same numbers on CPU: seeds every RNG and pins torch to deterministic kernels."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in TRACKED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "missing"
+    return out
+
+
+def git_state(cwd: str | Path = ".") -> dict:
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+
+    try:
+        head = git("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return {"commit": None, "dirty": None}
+        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip() != ""
+        return {"commit": head.stdout.strip(), "dirty": dirty}
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": None, "dirty": None}
+
+
+def provenance(config_digest: str, seed: int | None, started: float) -> dict:
+    """What is needed to rebuild an output: config hash, seed, software, code, host, times, command."""
+    return {
+        "config_digest": config_digest,
+        "seed": seed,
+        "packages": package_versions(),
+        "python": platform.python_version(),
+        "git": git_state(),
+        "host": socket.gethostname(),
+        "started": _iso(started),
+        "finished": _iso(time.time()),
+        "command": " ".join(["rankone", *sys.argv[1:]]),
+    }
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,65 @@
+"""Loading saved models and wrapping them for training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def load_base(model_dir: str | Path):
+    """The base model and tokenizer saved by the models stage (or any HF checkpoint folder)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"no model at {str(model_dir)!r} (missing config.json); run the models stage first")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.padding_side = "left"
+    return model, tokenizer
+
+
+def target_modules(scope: str) -> list[str] | str:
+    return {
+        "all-linear": "all-linear",
+        "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
+        "mlp": ["gate_proj", "up_proj", "down_proj"],
+    }[scope]
+
+
+def make_policy(model, rank: int | None, alpha: float, scope: str):
+    """FullFT (rank None): every parameter trains. LoRA: a peft adapter, base frozen.
+
+    peft's default init is the one the original runs used: A ~ kaiming-uniform
+    (bound 1/sqrt(d_in)), B = 0, scale alpha / r.
+    """
+    if rank is None:
+        for p in model.parameters():
+            p.requires_grad_(True)
+        return model
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(
+        r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=target_modules(scope), bias="none"
+    )
+    return get_peft_model(model, config)
+
+
+def load_policy(model_dir: str | Path, weights_dir: str | Path | None, rank: int | None):
+    """A trained policy for evaluation: base + adapter (LoRA) or the full weights (FullFT)."""
+    from transformers import AutoModelForCausalLM
+
+    model, tokenizer = load_base(model_dir)
+    if weights_dir is None:
+        return model, tokenizer
+    if rank is None:
+        model = AutoModelForCausalLM.from_pretrained(weights_dir, dtype="float32")
+    else:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, weights_dir)
+    model.eval()
+    return model, tokenizer
+
+
+def trainable_parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

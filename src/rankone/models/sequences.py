@@ -1,0 +1,105 @@
+"""Token-level plumbing shared by every stage: encoding, sampling, log-probs.
+
+Shapes are suffixed: B batch, P prompt length, C completion length, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class Samples:
+    """What a sampler returns for B = len(prompts) * n sequences (prompt-major order)."""
+
+    prompt_ids_B_P: torch.Tensor
+    prompt_mask_B_P: torch.Tensor
+    completion_B_C: torch.Tensor
+    completion_mask_B_C: torch.Tensor  # 1 up to and including <eos>
+    sampler_logprobs_B_C: torch.Tensor  # log p_sampler(token), 0 where masked
+    texts: list[str]  # completion text before <eos>
+    finish_reasons: list[str]  # "stop" (emitted <eos>) or "length"
+
+
+def encode_prompts(tokenizer, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    enc = tokenizer(prompts, return_tensors="pt", padding=True)
+    return enc.input_ids, enc.attention_mask
+
+
+def encode_completions(tokenizer, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded completion ids, each ending in <eos>, with their mask."""
+    rows = [tokenizer(t, add_special_tokens=False).input_ids + [tokenizer.eos_token_id] for t in texts]
+    width = max(len(r) for r in rows)
+    ids_B_C = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+    mask_B_C = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids_B_C[i, : len(r)] = torch.tensor(r)
+        mask_B_C[i, : len(r)] = 1
+    return ids_B_C, mask_B_C
+
+
+def completion_mask(completion_B_C: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """1 for every token up to and including the first <eos>, 0 after."""
+    is_eos_B_C = (completion_B_C == eos_id).long()
+    after_eos_B_C = is_eos_B_C.cumsum(-1) - is_eos_B_C  # eos tokens seen strictly before
+    return (after_eos_B_C == 0).long()
+
+
+def completion_logprobs(
+    model, prompt_ids_B_P, prompt_mask_B_P, completion_B_C, completion_mask_B_C, temperature: float = 1.0
+) -> torch.Tensor:
+    """log p(completion token | prefix) under `model` at `temperature`; 0 where masked."""
+    ids_B_T = torch.cat([prompt_ids_B_P, completion_B_C], dim=1)
+    attn_B_T = torch.cat([prompt_mask_B_P, torch.ones_like(completion_B_C)], dim=1)
+    positions_B_T = (attn_B_T.cumsum(-1) - 1).clamp(min=0)
+    logits_B_T_V = model(input_ids=ids_B_T, attention_mask=attn_B_T, position_ids=positions_B_T).logits
+    P = prompt_ids_B_P.shape[1]
+    logits_B_C_V = logits_B_T_V[:, P - 1 : -1].float() / temperature
+    logprobs_B_C = torch.gather(F.log_softmax(logits_B_C_V, -1), 2, completion_B_C.unsqueeze(-1)).squeeze(-1)
+    return logprobs_B_C * completion_mask_B_C
+
+
+@torch.no_grad()
+def sample(
+    model,
+    tokenizer,
+    prompts: list[str],
+    n: int,
+    temperature: float,
+    max_new_tokens: int,
+    greedy: bool = False,
+) -> Samples:
+    """`n` completions per prompt with transformers' generate, with the sampler's log-probs.
+
+    Sampling uses torch's global RNG: seed it before calling for reproducible draws.
+    """
+    prompt_ids_B_P, prompt_mask_B_P = encode_prompts(tokenizer, prompts)
+    prompt_ids_B_P = prompt_ids_B_P.repeat_interleave(n, 0)
+    prompt_mask_B_P = prompt_mask_B_P.repeat_interleave(n, 0)
+    sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
+    out = model.generate(
+        input_ids=prompt_ids_B_P,
+        attention_mask=prompt_mask_B_P,
+        do_sample=not greedy,
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=0,
+        output_logits=True,
+        return_dict_in_generate=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        **sampling,
+    )
+    completion_B_C = out.sequences[:, prompt_ids_B_P.shape[1] :]
+    mask_B_C = completion_mask(completion_B_C, tokenizer.eos_token_id)
+    logits_B_C_V = torch.stack(out.logits, dim=1).float() / (1.0 if greedy else temperature)
+    logprobs_B_C = torch.gather(F.log_softmax(logits_B_C_V, -1), 2, completion_B_C.unsqueeze(-1)).squeeze(-1)
+    eos = tokenizer.eos_token_id
+    texts, reasons = [], []
+    for row in completion_B_C.tolist():
+        stop = eos in row
+        texts.append(tokenizer.decode(row[: row.index(eos)] if stop else row, skip_special_tokens=True))
+        reasons.append("stop" if stop else "length")
+    return Samples(prompt_ids_B_P, prompt_mask_B_P, completion_B_C, mask_B_C, logprobs_B_C * mask_B_C, texts, reasons)

@@ -1,0 +1,39 @@
+"""Where each stage writes: results/<experiment>/<stage>/..., reports/<experiment>/.
+
+The Snakemake rules declare the same layout (workflow/rules/common.smk reads it from here).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rankone.config import RunId, StudyConfig
+
+
+class Layout:
+    def __init__(self, cfg: StudyConfig):
+        self.root = Path(cfg.results_dir) / cfg.experiment
+        self.report = Path(cfg.reports_dir) / cfg.experiment
+
+    @property
+    def study_config(self) -> Path:
+        return self.root / "study.yaml"
+
+    def data(self, regime: str) -> Path:
+        return self.root / "data" / regime
+
+    def model(self, model: str) -> Path:
+        return self.root / "models" / model
+
+    def rollouts(self, model: str) -> Path:
+        return self.root / "rollouts" / model
+
+    def train(self, run: RunId) -> Path:
+        return self.root / "train" / run.path
+
+    def evaluate(self, run: RunId) -> Path:
+        return self.root / "evaluate" / run.path
+
+    @property
+    def analysis(self) -> Path:
+        return self.root / "analysis"

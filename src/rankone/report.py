@@ -1,0 +1,241 @@
+"""The report stage: figures, `report.md` and a self-contained `index.html`.
+
+Reads the analysis tables only. Every number in the report is computed from this
+study's outputs; the verdict sentences are generated from the verdict table.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from rankone.config import StudyConfig, lora_rank
+from rankone.io import atomic_path, git_state, package_versions, read_json
+from rankone.paths import Layout
+
+FIGURES = {
+    "rl_curves.png": "RL reward per step, each method at its best learning rate (mean over seeds, band = min..max).",
+    "lr_sweep.png": "Validation score against learning rate per method (mean over seeds, bars = min..max).",
+    "sft_curves.png": "SFT training loss per step, each rank at its best learning rate (mean over seeds).",
+    "information.png": "Information in bits against trainable parameters, with the capacity reference line.",
+}
+
+
+def method_order(methods) -> list[str]:
+    return sorted(set(methods), key=lambda m: (lora_rank(m) is None, lora_rank(m) or 0))
+
+
+def _colors(methods):
+    import matplotlib.pyplot as plt
+
+    cmap = plt.get_cmap("viridis")
+    ordered = method_order(methods)
+    lora = [m for m in ordered if m != "fullft"]
+    colors = {m: cmap(0.15 + 0.7 * i / max(1, len(lora) - 1)) for i, m in enumerate(lora)}
+    colors["fullft"] = "black"
+    return colors
+
+
+def plot_curves(curves: pd.DataFrame, best: pd.DataFrame, regime: str, ylabel: str, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    data = curves[curves.regime == regime].merge(best, on=["regime", "model", "method", "lr"])
+    models = sorted(data.model.unique())
+    fig, axes = plt.subplots(1, max(1, len(models)), figsize=(5.5 * max(1, len(models)), 4), squeeze=False)
+    colors = _colors(data.method)
+    for ax, model in zip(axes[0], models):
+        for method in method_order(data[data.model == model].method):
+            d = data[(data.model == model) & (data.method == method)]
+            per_step = d.groupby("step")["value"]
+            window = max(1, len(per_step) // 15)
+            mean = per_step.mean().rolling(window, min_periods=1).mean()
+            low = per_step.min().rolling(window, min_periods=1).mean()
+            high = per_step.max().rolling(window, min_periods=1).mean()
+            lr = d.lr.iloc[0]
+            ax.plot(mean.index, mean.values, color=colors[method], label=f"{method} (lr {lr:g})")
+            ax.fill_between(mean.index, low.values, high.values, color=colors[method], alpha=0.12)
+        ax.set_title(model)
+        ax.set_xlabel("step")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_lr_sweep(runs: pd.DataFrame, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    panels = sorted(runs.groupby(["regime", "model"]).groups)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    colors = _colors(runs.method)
+    labels = {"rl": "val mean reward", "sft": "val score = -NLL (nats/token)"}
+    for ax, (regime, model) in zip(axes[0], panels):
+        d = runs[(runs.regime == regime) & (runs.model == model)]
+        for method in method_order(d.method):
+            g = d[d.method == method].groupby("lr")["val_score"]
+            mean, low, high = g.mean(), g.min(), g.max()
+            ax.errorbar(mean.index, mean.values, yerr=[mean - low, high - mean], marker="o", capsize=3,
+                        color=colors[method], label=method)
+            bad = d[(d.method == method) & (d.status != "completed")]
+            if len(bad):
+                ax.scatter(bad.lr, [ax.get_ylim()[0]] * len(bad), marker="x", color=colors[method])
+        ax.set_xscale("log")
+        ax.set_title(f"{regime.upper()} · {model}")
+        ax.set_xlabel("learning rate")
+        ax.set_ylabel(labels[regime])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_information(info: pd.DataFrame, bits_per_param: float, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    xs = info.trainable_parameters
+    grid = [xs.min() / 2, xs.max() * 2]
+    ax.plot(grid, [g * bits_per_param for g in grid], "k--", lw=1, label=f"capacity ≈ {bits_per_param:g} bits/parameter")
+    markers = {m: k for m, k in zip(sorted(info.model.unique()), "os^vD")}
+    rl, sft = info[info.regime == "rl"], info[info.regime == "sft"]
+    for model, marker in markers.items():
+        r = rl[rl.model == model]
+        ax.scatter(r.trainable_parameters, r.info_bound_bits, marker=marker, color="tab:blue",
+                   label=f"RL info bound (episodes × reward entropy) · {model}")
+        s = sft[sft.model == model]
+        ax.scatter(s.trainable_parameters, s.bits_absorbed.clip(lower=1), marker=marker, color="tab:orange",
+                   label=f"SFT bits absorbed (NLL drop) · {model}")
+    if "sft_dataset_bits" in info and info.sft_dataset_bits.notna().any():
+        ax.axhline(info.sft_dataset_bits.dropna().iloc[0], color="tab:red", lw=1, label="SFT dataset bits")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("trainable parameters")
+    ax.set_ylabel("bits")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def findings(verdicts: pd.DataFrame) -> list[str]:
+    """One generated sentence per (regime, model)."""
+    out = []
+    names = {"rl": "RL", "sft": "SFT"}
+    for (regime, model), g in verdicts.groupby(["regime", "model"]):
+        parts = [f"{row.method}: {row.verdict} (gap {row.gap:+.3f}, CI [{row.ci_low:+.3f}, {row.ci_high:+.3f}])"
+                 for row in g.sort_values("rank").itertuples()]
+        out.append(f"**{names[regime]} · {model}** — " + "; ".join(parts) + ".")
+    return out
+
+
+def run(cfg: StudyConfig, at: Layout) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    a = at.analysis
+    runs = pd.read_csv(a / "runs.csv")
+    curves = pd.read_csv(a / "curves.csv")
+    best = pd.read_csv(a / "best_lr.csv")
+    verdicts = pd.read_csv(a / "verdicts.csv")
+    info = pd.read_csv(a / "information.csv")
+    out = at.report
+    out.mkdir(parents=True, exist_ok=True)
+    keys = ["regime", "model", "method", "lr"]
+    plot_curves(curves, best[keys], "rl", "mean reward per step", out / "rl_curves.png")
+    plot_curves(curves, best[keys], "sft", "training loss (nats/token)", out / "sft_curves.png")
+    plot_lr_sweep(runs, out / "lr_sweep.png")
+    plot_information(info, cfg.analysis.bits_per_param, out / "information.png")
+
+    sections = build_sections(cfg, at, runs, best, verdicts, info)
+    with atomic_path(out / "report.md") as tmp:
+        tmp.write_text(to_markdown(cfg, sections))
+    with atomic_path(out / "index.html") as tmp:
+        tmp.write_text(to_html(cfg, sections))
+
+
+def build_sections(cfg, at, runs, best, verdicts, info) -> list[tuple[str, list]]:
+    """(heading, blocks); a block is a str paragraph, a DataFrame, or ("figure", file)."""
+    rollouts = []
+    for model in cfg.models:
+        s = read_json(at.rollouts(model) / "summary.json")
+        base = read_json(at.model(model) / "rankone.json")
+        rollouts.append({"model": model, "parameters": base["parameters"],
+                         "base pass@1 (pretrain check)": base.get("base_pass_at_1"),
+                         "train pass@1": s["train"]["pass_at_1"], "val pass@1": s["val"]["pass_at_1"],
+                         f"val pass@{s['samples_per_prompt']}": s["val"][f"pass_at_{s['samples_per_prompt']}"],
+                         "val zero-variance share": s["val"]["zero_variance_share"]})
+    show = ["regime", "model", "method", "lr", "gap", "ci_low", "ci_high", "seeds", "threshold", "verdict"]
+    diverged = runs[runs.status != "completed"][["regime", "model", "method", "lr", "seed", "status"]]
+    git = git_state()
+    prov = pd.DataFrame([
+        {"item": "config digest", "value": cfg.digest()},
+        {"item": "git commit", "value": f"{git['commit']}{' (dirty)' if git['dirty'] else ''}"},
+        {"item": "generated", "value": time.strftime("%Y-%m-%d %H:%M:%S %Z")},
+        *({"item": k, "value": v} for k, v in package_versions().items()),
+    ])
+    sft_bits = info.sft_dataset_bits.dropna().iloc[0] if "sft_dataset_bits" in info and info.sft_dataset_bits.notna().any() else math.nan
+    return [
+        ("Verdicts", [
+            "Gap = method's test score minus FullFT's, each at its own best learning rate chosen on val, paired "
+            f"by seed; interval at {cfg.analysis.confidence:.0%}. Parity threshold fixed in the config. "
+            "RL score: mean reward; SFT score: -NLL per answer token (nats).",
+            *findings(verdicts), verdicts[show].round(4) if len(verdicts) else "No LoRA-vs-FullFT pairs.",
+        ]),
+        ("RL learning curves", [("figure", "rl_curves.png")]),
+        ("Learning-rate sweeps", [("figure", "lr_sweep.png"), best.round(4)]),
+        ("SFT loss curves", [("figure", "sft_curves.png")]),
+        ("Information vs capacity", [
+            f"SFT dataset: {sft_bits:,.0f} bits. Capacity line: {cfg.analysis.bits_per_param:g} bits per trainable "
+            "parameter (Allen-Zhu & Li). RL bound: cumulative sum over groups of group size × reward entropy.",
+            ("figure", "information.png"), info.round(1),
+        ]),
+        ("Base policy", [pd.DataFrame(rollouts).round(3)]),
+        ("Runs", [f"{len(runs)} runs, {len(diverged)} not completed.",
+                  *( [diverged] if len(diverged) else [] )]),
+        ("Provenance", [prov]),
+    ]
+
+
+def to_markdown(cfg: StudyConfig, sections) -> str:
+    lines = [f"# rankone report: {cfg.experiment}", ""]
+    for heading, blocks in sections:
+        lines += [f"## {heading}", ""]
+        for b in blocks:
+            if isinstance(b, pd.DataFrame):
+                lines += [b.to_markdown(index=False), ""]
+            elif isinstance(b, tuple):
+                lines += [f"![{FIGURES[b[1]]}]({b[1]})", "", f"*{FIGURES[b[1]]}*", ""]
+            else:
+                lines += [b, ""]
+    return "\n".join(lines)
+
+
+def to_html(cfg: StudyConfig, sections) -> str:
+    import base64
+
+    body = [f"<h1>rankone report: {html.escape(cfg.experiment)}</h1>"]
+    for heading, blocks in sections:
+        body.append(f"<h2>{html.escape(heading)}</h2>")
+        for b in blocks:
+            if isinstance(b, pd.DataFrame):
+                body.append(b.to_html(index=False, border=0, classes="t"))
+            elif isinstance(b, tuple):
+                data = base64.b64encode((Path(cfg.reports_dir) / cfg.experiment / b[1]).read_bytes()).decode()
+                body.append(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(FIGURES[b[1]])}">'
+                            f"<figcaption>{html.escape(FIGURES[b[1]])}</figcaption></figure>")
+            else:
+                text = html.escape(b).replace("**", "")
+                body.append(f"<p>{text}</p>")
+    style = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
+             "table.t{border-collapse:collapse;font-size:13px}table.t td,table.t th{padding:3px 8px;"
+             "border-bottom:1px solid #ddd;text-align:right}img{max-width:100%}figcaption{color:#555}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>rankone: {html.escape(cfg.experiment)}"
+            f"</title><style>{style}</style></head><body>{''.join(body)}</body></html>\n")

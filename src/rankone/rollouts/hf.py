@@ -1,0 +1,26 @@
+"""The transformers engine: samples with `generate` from the very module being trained."""
+
+from __future__ import annotations
+
+from rankone.models.sequences import Samples, sample
+
+
+class HFEngine:
+    """Samples from the learner's own module, so `sync` has nothing to copy."""
+
+    name = "hf"
+
+    def __init__(self, model, tokenizer, temperature: float, max_new_tokens: int):
+        self.model, self.tokenizer = model, tokenizer
+        self.temperature, self.max_new_tokens = temperature, max_new_tokens
+
+    def sync(self, model) -> None:
+        self.model = model
+
+    def sample(self, prompts: list[str], n: int, greedy: bool = False) -> Samples:
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            return sample(self.model, self.tokenizer, prompts, n, self.temperature, self.max_new_tokens, greedy)
+        finally:
+            self.model.train(was_training)

@@ -1,0 +1,55 @@
+"""The task interface."""
+
+from __future__ import annotations
+
+import random
+import re
+
+from pydantic import BaseModel
+
+SPLITS = ("train", "val", "test")
+_INTEGER = re.compile(r"\s*(-?\d+)\s*")
+
+
+class Task:
+    """A verifiable task. Subclasses set `name`, `Params` and implement `splits`."""
+
+    name: str
+    Params: type[BaseModel]
+
+    @classmethod
+    def splits(cls, params: BaseModel, seed: int) -> dict[str, list[dict]]:
+        """Train/val/test rows {"prompt": str, "answer": str}, a pure function of (params, seed)."""
+        raise NotImplementedError
+
+    @classmethod
+    def information_bits(cls, params: BaseModel, rows: list[dict]) -> float | None:
+        """Entropy of the answers given the prompts under the generating process, if known."""
+        return None
+
+    @staticmethod
+    def parse_answer(completion: str) -> str | None:
+        """The final answer in a completion: the integer it consists of, else None."""
+        m = _INTEGER.fullmatch(completion)
+        return str(int(m[1])) if m else None
+
+    @classmethod
+    def reward(cls, completion: str, answer: str) -> float:
+        """Exact match of the parsed final answer: 1.0 or 0.0."""
+        return 1.0 if cls.parse_answer(completion) == answer else 0.0
+
+    @classmethod
+    def corpus(cls, rows: list[dict], corruption: float, n: int, seed: int) -> list[tuple[str, str]]:
+        """Pretraining pairs (prompt, answer) drawn from `rows`, a share `corruption` of them
+        given the answer of another row, so the warm-started policy is right only part of the time."""
+        rng = cls.rng(seed, "corpus")
+        out = []
+        for _ in range(n):
+            row = rows[rng.randrange(len(rows))]
+            answer = rows[rng.randrange(len(rows))]["answer"] if rng.random() < corruption else row["answer"]
+            out.append((row["prompt"], answer))
+        return out
+
+    @staticmethod
+    def rng(seed: int, salt: str) -> random.Random:
+        return random.Random(f"{salt}:{seed}")

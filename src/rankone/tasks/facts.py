@@ -1,0 +1,71 @@
+"""Random facts, the SFT task: "qzkf:" -> "4071", a table of keys to random digit strings.
+
+Each value is drawn uniformly, so the table holds exactly n_facts * digits * log2(10)
+bits that no rule compresses: a dataset whose information content is known and can be
+set above or below what an adapter of a given size can store. A random table has
+nothing to generalise to, so val and test are disjoint subsets of the trained facts
+(recall probes): the learning rate is chosen on one set of facts, reported on another.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rankone.tasks.base import Task
+
+
+class FactsParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    n_facts: int = Field(2048, gt=0, description="Keys in the table (all are trained on).")
+    key_letters: int = Field(4, ge=1, le=8, description="Letters per key.")
+    digits: int = Field(4, ge=1, le=12, description="Digits per value.")
+    n_val: int = Field(256, gt=0, description="Facts probed for validation.")
+    n_test: int = Field(256, gt=0, description="Facts probed for test (disjoint from val).")
+
+    @model_validator(mode="after")
+    def _fits(self) -> FactsParams:
+        if self.n_val + self.n_test > self.n_facts:
+            raise ValueError("n_val + n_test exceeds n_facts")
+        if self.n_facts > 26**self.key_letters // 2:
+            raise ValueError(f"n_facts is too large for {self.key_letters}-letter keys")
+        return self
+
+
+class Facts(Task):
+    name = "facts"
+    Params = FactsParams
+
+    @classmethod
+    def splits(cls, params: FactsParams, seed: int) -> dict[str, list[dict]]:
+        rng = cls.rng(seed, cls.name)
+        keys: set[str] = set()
+        ordered = []
+        while len(ordered) < params.n_facts:
+            key = "".join(rng.choice(string.ascii_lowercase) for _ in range(params.key_letters))
+            if key not in keys:
+                keys.add(key)
+                ordered.append(key)
+        rows = [
+            {"prompt": f"{key}:", "answer": "".join(rng.choice(string.digits) for _ in range(params.digits))}
+            for key in ordered
+        ]
+        probes = rows[:]
+        rng.shuffle(probes)
+        return {
+            "train": rows,
+            "val": probes[: params.n_val],
+            "test": probes[params.n_val : params.n_val + params.n_test],
+        }
+
+    @classmethod
+    def information_bits(cls, params: FactsParams, rows: list[dict]) -> float:
+        return len(rows) * params.digits * math.log2(10)
+
+    @staticmethod
+    def parse_answer(completion: str) -> str | None:
+        # Values are digit strings where leading zeros matter.
+        text = completion.strip()
+        return text if text.isdigit() else None

@@ -1,0 +1,106 @@
+"""Policy-gradient RL, the way the original LoRA-vs-FullFT runs did it.
+
+Simplifications of GRPO, each deliberate:
+- advantages are rewards minus the group mean, without std normalisation (std
+  division re-weights easy and hard prompts; the original runs did not use it);
+- groups whose advantages are all zero are skipped: they carry no gradient;
+- no KL penalty and no clipping: one gradient step per batch of rollouts, so the
+  importance ratio p_learner / p_sampler is 1 in value and only its gradient acts;
+- loss = -sum over tokens of ratio * advantage, averaged over kept episodes.
+
+Every step checks that the sampler is the learner: the mean |log p_sampler -
+log p_learner| over sampled tokens is logged and the run stops when it passes
+`rl.max_logprob_gap` (a stale sampler is the classic way to fake "LoRA matches").
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import torch
+
+from rankone.config import RunId, StudyConfig
+from rankone.info import entropy_bits
+from rankone.io import log, read_jsonl
+from rankone.models.sequences import completion_logprobs
+from rankone.rollouts import make_engine
+from rankone.train.common import Run, diverged
+
+
+class StaleSamplerError(RuntimeError):
+    """The sampler's log-probs disagree with the learner's: rollouts are not on-policy."""
+
+
+def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
+    r, rl = cfg.rollout, cfg.rl
+    ctx = Run.start(cfg, run, model_dir, out_dir)
+    policy, task = ctx.policy, cfg.tasks["rl"].task()
+    engine = make_engine(r.engine, policy, ctx.tokenizer, r.temperature, r.max_new_tokens)
+    rows = read_jsonl(data_dir / "train.jsonl")
+    prompt_rng = random.Random(f"prompts:{run.seed}")
+    G = rl.group_size
+    status, info_bound_bits = "completed", 0.0
+    for step in range(rl.steps):
+        t0 = time.time()
+        batch = prompt_rng.sample(rows, rl.prompts_per_step)
+        torch.manual_seed(run.seed * 1_000_003 + step)
+        samples = engine.sample([row["prompt"] for row in batch], G)
+        t_sample = time.time() - t0
+
+        rewards_B = torch.tensor([task.reward(t, batch[i // G]["answer"]) for i, t in enumerate(samples.texts)])
+        rewards_P_G = rewards_B.view(len(batch), G)
+        advantages_P_G = rewards_P_G - rewards_P_G.mean(-1, keepdim=True)
+        keep_P = (advantages_P_G != 0).any(-1)
+        group_bits_P = torch.tensor([entropy_bits(g.tolist()) for g in rewards_P_G])
+        info_bound_bits += float(group_bits_P.sum() * G)
+
+        mask_B_C = samples.completion_mask_B_C.float()
+        learner_logprobs_B_C = completion_logprobs(
+            policy, samples.prompt_ids_B_P, samples.prompt_mask_B_P, samples.completion_B_C,
+            samples.completion_mask_B_C, r.temperature,
+        )
+        gap_B_C = (learner_logprobs_B_C.detach() - samples.sampler_logprobs_B_C).abs() * mask_B_C
+        gap_mean, gap_max = float(gap_B_C.sum() / mask_B_C.sum()), float(gap_B_C.max())
+        ratio_B_C = torch.exp(learner_logprobs_B_C - samples.sampler_logprobs_B_C) * mask_B_C
+        keep_B = keep_P.repeat_interleave(G).float()
+        advantages_B = advantages_P_G.reshape(-1)
+        loss = -(ratio_B_C * advantages_B[:, None] * keep_B[:, None]).sum() / keep_B.sum().clamp(min=1)
+        grad_norm = ctx.step_optimizer(loss) if keep_P.any() else 0.0
+
+        ratio_vals = ratio_B_C.detach()[mask_B_C.bool()]
+        ctx.metrics.append({
+            "step": step,
+            "reward": float(rewards_B.mean()),
+            "zero_variance_share": float(1 - keep_P.float().mean()),
+            "logprob_gap_mean": gap_mean,
+            "logprob_gap_max": gap_max,
+            "ratio_mean": float(ratio_vals.mean()),
+            "ratio_min": float(ratio_vals.min()),
+            "ratio_max": float(ratio_vals.max()),
+            "entropy": float(-(samples.sampler_logprobs_B_C * mask_B_C).sum() / mask_B_C.sum()),
+            "reward_entropy_bits": entropy_bits(rewards_B.tolist()),
+            "advantage_entropy_bits": float(group_bits_P.mean()),
+            "info_bound_bits": info_bound_bits,
+            "episodes": (step + 1) * len(batch) * G,
+            "grad_norm": grad_norm,
+            "loss": float(loss.detach()),
+            "tokens": int(mask_B_C.sum()),
+        })
+        ctx.timings.append({"step": step, "sample_seconds": t_sample, "seconds": time.time() - t0})
+        if gap_mean > rl.max_logprob_gap:
+            ctx.finish("stale-sampler")
+            raise StaleSamplerError(
+                f"{run.path} step {step}: sampler/learner log-prob gap {gap_mean:.2e} > rl.max_logprob_gap "
+                f"{rl.max_logprob_gap:.0e}; the rollout engine is not sampling the current policy"
+            )
+        if diverged(float(loss.detach())) or diverged(grad_norm):
+            status = "diverged"
+            log.warning("%s: diverged at step %d (loss %s, grad norm %s)", run.path, step, float(loss), grad_norm)
+            break
+        if (step + 1) % rl.log_every == 0 or step + 1 == rl.steps:
+            log.info("%s step %d/%d reward %.3f zero-var %.2f gap %.1e (%.2f s/step)", run.path, step + 1,
+                     rl.steps, float(rewards_B.mean()), 1 - float(keep_P.float().mean()), gap_mean,
+                     time.time() - t0)
+    return ctx.finish(status, {"info_bound_bits": info_bound_bits})

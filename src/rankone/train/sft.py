@@ -1,0 +1,64 @@
+"""Supervised fine-tuning: next-token cross-entropy on the answer tokens.
+
+Examples are visited in a fresh seeded shuffle each epoch; loss is the mean
+negative log-likelihood per answer token (nats), logged every step.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+from rankone.config import RunId, StudyConfig
+from rankone.info import NATS_TO_BITS
+from rankone.io import log, read_jsonl
+from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
+from rankone.train.common import Run, diverged
+
+
+def batches(rows: list[dict], batch_size: int, seed: int):
+    """Endless epochs of `rows` in a seeded shuffle, `batch_size` at a time."""
+    rng = random.Random(f"sft:{seed}")
+    order: list[dict] = []
+    while True:
+        if len(order) < batch_size:
+            epoch = rows[:]
+            rng.shuffle(epoch)
+            order += epoch
+        yield order[:batch_size]
+        order = order[batch_size:]
+
+
+def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
+    sft = cfg.sft
+    ctx = Run.start(cfg, run, model_dir, out_dir)
+    rows = read_jsonl(data_dir / "train.jsonl")
+    stream = batches(rows, sft.batch_size, run.seed)
+    status = "completed"
+    for step in range(sft.steps):
+        t0 = time.time()
+        batch = next(stream)
+        prompt_ids_B_P, prompt_mask_B_P = encode_prompts(ctx.tokenizer, [row["prompt"] for row in batch])
+        completion_B_C, mask_B_C = encode_completions(ctx.tokenizer, [row["answer"] for row in batch])
+        logprobs_B_C = completion_logprobs(ctx.policy, prompt_ids_B_P, prompt_mask_B_P, completion_B_C, mask_B_C)
+        loss = -logprobs_B_C.sum() / mask_B_C.sum()
+        if diverged(float(loss)):
+            status = "diverged"
+            log.warning("%s: diverged at step %d", run.path, step)
+            ctx.metrics.append({"step": step, "loss": float(loss)})
+            break
+        grad_norm = ctx.step_optimizer(loss)
+        ctx.metrics.append({
+            "step": step,
+            "loss": float(loss),
+            "loss_bits": float(loss) * NATS_TO_BITS,
+            "grad_norm": grad_norm,
+            "tokens": int(mask_B_C.sum()),
+            "examples": (step + 1) * len(batch),
+        })
+        ctx.timings.append({"step": step, "seconds": time.time() - t0})
+        if (step + 1) % sft.log_every == 0 or step + 1 == sft.steps:
+            log.info("%s step %d/%d loss %.4f (%.3f s/step)", run.path, step + 1, sft.steps, float(loss),
+                     time.time() - t0)
+    return ctx.finish(status)

@@ -1,0 +1,18 @@
+rule analysis:
+    input:
+        train=run_files("train", "run.json"),
+        evaluate=run_files("evaluate", "metrics.json"),
+    output:
+        runs=f"{RESULTS}/analysis/runs.csv",
+        curves=f"{RESULTS}/analysis/curves.csv",
+        best=f"{RESULTS}/analysis/best_lr.csv",
+        verdicts=f"{RESULTS}/analysis/verdicts.csv",
+        information=f"{RESULTS}/analysis/information.csv",
+        summary=f"{RESULTS}/analysis/summary.json",
+    params:
+        config=STUDY_CONFIG,
+        digest=STUDY.digest("analysis"),
+    log:
+        f"{RESULTS}/logs/analysis.log",
+    shell:
+        "rankone analysis --config {params.config} 2> {log}"

@@ -1,0 +1,55 @@
+# Shared helpers: the validated study, its output layout, and per-stage config digests.
+# The digests are rule params, so Snakemake reruns a job exactly when the config it
+# depends on changes (and not when an unrelated field does).
+from rankone.cli import write_resolved
+from rankone.config import validate as validate_study
+from rankone.paths import Layout
+
+STUDY = validate_study(config)
+LAYOUT = Layout(STUDY)
+RESULTS = str(LAYOUT.root)
+REPORT = str(LAYOUT.report)
+STUDY_CONFIG = str(LAYOUT.study_config)
+RUN = "{regime}/{model}/{method}/lr{lr}/seed{seed}"
+write_resolved(STUDY, LAYOUT.study_config)
+
+
+wildcard_constraints:
+    regime="rl|sft",
+    model="[A-Za-z0-9._-]+",
+    method="fullft|lora-r[0-9]+",
+    lr="[0-9.e+-]+",
+    seed="[0-9]+",
+
+
+def run_id(wildcards):
+    return RUN.format(**wildcards)
+
+
+def data_digest(wildcards):
+    return STUDY.digest("seed", f"tasks.{wildcards.regime}")
+
+
+def train_digest(wildcards):
+    sections = ["threads", wildcards.regime, "lora", f"tasks.{wildcards.regime}"]
+    return STUDY.digest(*sections, *(["rollout"] if wildcards.regime == "rl" else []))
+
+
+def evaluate_digest(wildcards):
+    return STUDY.digest("evaluate", "rollout.max_new_tokens", f"tasks.{wildcards.regime}")
+
+
+def data_inputs(wildcards):
+    return expand(
+        f"{RESULTS}/data/{{regime}}/{{split}}.jsonl",
+        regime=wildcards.regime,
+        split=["train", "val", "test"],
+    )
+
+
+def run_files(stage, filename):
+    return [f"{RESULTS}/{stage}/{run.path}/{filename}" for run in STUDY.runs()]
+
+
+def report_files():
+    return [f"{REPORT}/{name}" for name in ("report.md", "index.html")]

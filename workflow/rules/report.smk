@@ -1,0 +1,34 @@
+rule report:
+    input:
+        rules.analysis.output,
+        rollouts=expand(f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.models),
+    output:
+        md=f"{REPORT}/report.md",
+        html=f"{REPORT}/index.html",
+        rl_curves=report(
+            f"{REPORT}/rl_curves.png",
+            caption="../report/rl_curves.rst",
+            category="Learning curves",
+        ),
+        sft_curves=report(
+            f"{REPORT}/sft_curves.png",
+            caption="../report/sft_curves.rst",
+            category="Learning curves",
+        ),
+        lr_sweep=report(
+            f"{REPORT}/lr_sweep.png",
+            caption="../report/lr_sweep.rst",
+            category="Learning rates",
+        ),
+        information=report(
+            f"{REPORT}/information.png",
+            caption="../report/information.rst",
+            category="Information",
+        ),
+    params:
+        config=STUDY_CONFIG,
+        digest=STUDY.digest("analysis.bits_per_param"),
+    log:
+        f"{RESULTS}/logs/report.log",
+    shell:
+        "rankone report --config {params.config} 2> {log}"

@@ -1,0 +1,15 @@
+rule rollouts:
+    input:
+        model=f"{RESULTS}/models/{{model}}",
+        data=f"{RESULTS}/data/rl/val.jsonl",
+    output:
+        summary=f"{RESULTS}/rollouts/{{model}}/summary.json",
+        per_prompt=f"{RESULTS}/rollouts/{{model}}/per_prompt.csv",
+    params:
+        config=STUDY_CONFIG,
+        digest=STUDY.digest("seed", "threads", "rollout", "tasks.rl"),
+    threads: STUDY.threads
+    log:
+        f"{RESULTS}/logs/rollouts/{{model}}.log",
+    shell:
+        "rankone rollouts --config {params.config} --model {wildcards.model} 2> {log}"

@@ -1,0 +1,18 @@
+rule train:
+    input:
+        model=f"{RESULTS}/models/{{model}}",
+        data=data_inputs,
+    output:
+        metrics=f"{RESULTS}/train/{RUN}/metrics.jsonl",
+        timings=f"{RESULTS}/train/{RUN}/timings.jsonl",
+        weights=directory(f"{RESULTS}/train/{RUN}/weights"),
+        run=f"{RESULTS}/train/{RUN}/run.json",
+    params:
+        config=STUDY_CONFIG,
+        run=run_id,
+        digest=train_digest,
+    threads: STUDY.threads
+    log:
+        f"{RESULTS}/logs/train/{RUN}.log",
+    shell:
+        "rankone train --config {params.config} --run {params.run} 2> {log}"
