@@ -2,7 +2,6 @@
 # data -> models -> rollouts -> train -> evaluate -> analysis -> report
 from snakemake.utils import min_version, validate
 
-
 min_version("9.0")
 
 
@@ -23,6 +22,6 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         report_files(),
-    default_target: True

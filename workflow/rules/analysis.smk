@@ -9,10 +9,10 @@ rule analysis:
         verdicts=f"{RESULTS}/analysis/verdicts.csv",
         information=f"{RESULTS}/analysis/information.csv",
         summary=f"{RESULTS}/analysis/summary.json",
+    log:
+        f"{RESULTS}/logs/analysis.log",
     params:
         config=STUDY_CONFIG,
         digest=STUDY.digest("analysis"),
-    log:
-        f"{RESULTS}/logs/analysis.log",
     shell:
         "rankone analysis --config {params.config} 2> {log}"

@@ -36,7 +36,9 @@ def train_digest(wildcards):
 
 
 def evaluate_digest(wildcards):
-    return STUDY.digest("evaluate", "rollout.max_new_tokens", f"tasks.{wildcards.regime}")
+    return STUDY.digest(
+        "evaluate", "rollout.max_new_tokens", f"tasks.{wildcards.regime}"
+    )
 
 
 def data_inputs(wildcards):

@@ -6,12 +6,12 @@ rule evaluate:
         weights=f"{RESULTS}/train/{RUN}/weights",
     output:
         f"{RESULTS}/evaluate/{RUN}/metrics.json",
+    log:
+        f"{RESULTS}/logs/evaluate/{RUN}.log",
+    threads: STUDY.threads
     params:
         config=STUDY_CONFIG,
         run=run_id,
         digest=evaluate_digest,
-    threads: STUDY.threads
-    log:
-        f"{RESULTS}/logs/evaluate/{RUN}.log",
     shell:
         "rankone evaluate --config {params.config} --run {params.run} 2> {log}"

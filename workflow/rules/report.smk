@@ -1,7 +1,9 @@
 rule report:
     input:
         rules.analysis.output,
-        rollouts=expand(f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.models),
+        rollouts=expand(
+            f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.models
+        ),
     output:
         md=f"{REPORT}/report.md",
         html=f"{REPORT}/index.html",
@@ -25,10 +27,10 @@ rule report:
             caption="../report/information.rst",
             category="Information",
         ),
+    log:
+        f"{RESULTS}/logs/report.log",
     params:
         config=STUDY_CONFIG,
         digest=STUDY.digest("analysis.bits_per_param"),
-    log:
-        f"{RESULTS}/logs/report.log",
     shell:
         "rankone report --config {params.config} 2> {log}"

@@ -7,12 +7,12 @@ rule train:
         timings=f"{RESULTS}/train/{RUN}/timings.jsonl",
         weights=directory(f"{RESULTS}/train/{RUN}/weights"),
         run=f"{RESULTS}/train/{RUN}/run.json",
+    log:
+        f"{RESULTS}/logs/train/{RUN}.log",
+    threads: STUDY.threads
     params:
         config=STUDY_CONFIG,
         run=run_id,
         digest=train_digest,
-    threads: STUDY.threads
-    log:
-        f"{RESULTS}/logs/train/{RUN}.log",
     shell:
         "rankone train --config {params.config} --run {params.run} 2> {log}"

@@ -72,6 +72,7 @@ def pretrain(cfg: StudyConfig, model, tokenizer, rows: list[dict], model_name: s
         loss = -logprobs_B_C.sum() / mask_B_C.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.item())
         if (step + 1) % max(1, p.steps // 10) == 0 or step + 1 == p.steps:

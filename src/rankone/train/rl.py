@@ -33,6 +33,18 @@ class StaleSamplerError(RuntimeError):
     """The sampler's log-probs disagree with the learner's: rollouts are not on-policy."""
 
 
+def group_advantages(rewards_P_G: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rewards minus their group mean (no std division), and which groups carry signal."""
+    advantages_P_G = rewards_P_G - rewards_P_G.mean(-1, keepdim=True)
+    keep_P = (advantages_P_G != 0).any(-1)
+    return advantages_P_G, keep_P
+
+
+def importance_ratio(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C) -> torch.Tensor:
+    """p_learner / p_sampler per token (sampler side carries no gradient); 0 where masked."""
+    return torch.exp(learner_logprobs_B_C - sampler_logprobs_B_C.detach()) * mask_B_C
+
+
 def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
     r, rl = cfg.rollout, cfg.rl
     ctx = Run.start(cfg, run, model_dir, out_dir)
@@ -51,8 +63,7 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
 
         rewards_B = torch.tensor([task.reward(t, batch[i // G]["answer"]) for i, t in enumerate(samples.texts)])
         rewards_P_G = rewards_B.view(len(batch), G)
-        advantages_P_G = rewards_P_G - rewards_P_G.mean(-1, keepdim=True)
-        keep_P = (advantages_P_G != 0).any(-1)
+        advantages_P_G, keep_P = group_advantages(rewards_P_G)
         group_bits_P = torch.tensor([entropy_bits(g.tolist()) for g in rewards_P_G])
         info_bound_bits += float(group_bits_P.sum() * G)
 
@@ -63,7 +74,7 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
         )
         gap_B_C = (learner_logprobs_B_C.detach() - samples.sampler_logprobs_B_C).abs() * mask_B_C
         gap_mean, gap_max = float(gap_B_C.sum() / mask_B_C.sum()), float(gap_B_C.max())
-        ratio_B_C = torch.exp(learner_logprobs_B_C - samples.sampler_logprobs_B_C) * mask_B_C
+        ratio_B_C = importance_ratio(learner_logprobs_B_C, samples.sampler_logprobs_B_C, mask_B_C)
         keep_B = keep_P.repeat_interleave(G).float()
         advantages_B = advantages_P_G.reshape(-1)
         loss = -(ratio_B_C * advantages_B[:, None] * keep_B[:, None]).sum() / keep_B.sum().clamp(min=1)

@@ -1,0 +1,32 @@
+# make study : set up .venv from the lock (if missing) and run the default study
+# make test  : set up .venv (if missing) and run the test suite
+VENV := .venv
+PYTHON ?= python3.11
+PIP_ARGS ?=
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: study smoke test benchmark lint env
+
+env: $(VENV)/.installed
+
+$(VENV)/.installed: envs/cpu.lock.txt pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --no-deps $(PIP_ARGS) -r envs/cpu.lock.txt
+	$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+study: env
+	snakemake --cores all
+
+smoke: env
+	snakemake --cores all --configfile config/smoke.yaml
+
+test: env
+	pytest
+
+benchmark: env
+	pytest benchmarks --benchmark-only --benchmark-enable
+
+lint: env
+	snakemake --lint
+	snakefmt --check .

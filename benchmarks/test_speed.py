@@ -1,0 +1,64 @@
+"""Speed, not correctness: `make benchmark` (pytest-benchmark). Ratios, measured in one run.
+
+Times rollout sampling (tokens/s) and one SFT optimizer step per method on the tiny
+presets, built from config/default.yaml's architecture.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+
+from rankone.config import validate
+from rankone.models import PRESETS, build_tokenizer
+from rankone.models.load import make_policy
+from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
+from rankone.rollouts import make_engine
+from tests.conftest import ROOT
+
+DEFAULT = validate(yaml.safe_load((ROOT / "config/default.yaml").read_text()))
+
+
+def tiny(model_name: str):
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    tokenizer = build_tokenizer()
+    config = PRESETS[model_name].make_config(
+        DEFAULT.architecture, len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+    )
+    return AutoModelForCausalLM.from_config(config), tokenizer
+
+
+PROMPTS = [f"{a:02d}+{b:02d}=" for a, b in zip(range(10, 74, 8), range(5, 69, 8))]
+
+
+@pytest.mark.parametrize("model_name", ["llama-tiny", "qwen3-tiny"])
+def test_sampling_tokens_per_second(benchmark, model_name):
+    model, tokenizer = tiny(model_name)
+    engine = make_engine("hf", model, tokenizer, 1.0, DEFAULT.rollout.max_new_tokens)
+    samples = benchmark(engine.sample, PROMPTS, DEFAULT.rl.group_size)
+    tokens = int(samples.completion_mask_B_C.sum())
+    benchmark.extra_info["tokens_per_call"] = tokens
+    benchmark.extra_info["tokens_per_second"] = tokens / benchmark.stats.stats.mean
+
+
+@pytest.mark.parametrize("method", ["fullft", "lora-r1", "lora-r64"])
+def test_sft_step(benchmark, method):
+    model, tokenizer = tiny("qwen3-tiny")
+    rank = None if method == "fullft" else int(method.split("-r")[1])
+    policy = make_policy(model, rank, 32, "all-linear")
+    optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=1e-3)
+    rows = [(f"key{i % 26:02d}:", f"{i:04d}") for i in range(DEFAULT.sft.batch_size)]
+    prompt_ids, prompt_mask = encode_prompts(tokenizer, [p for p, _ in rows])
+    completion, mask = encode_completions(tokenizer, [a for _, a in rows])
+
+    def step():
+        loss = -completion_logprobs(policy, prompt_ids, prompt_mask, completion, mask).sum() / mask.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    benchmark(step)

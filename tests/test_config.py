@@ -1,0 +1,70 @@
+"""Bad config values fail at load, before any training, with a message naming the field."""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from rankone.config import ConfigError, RunId, load, validate
+from tests.conftest import ROOT, smoke_dict
+
+
+def test_shipped_configs_are_valid():
+    assert len(load(ROOT / "config" / "default.yaml").runs()) == 120
+    smoke = load(ROOT / "config" / "smoke.yaml")
+    assert {r.regime for r in smoke.runs()} == {"rl", "sft"}
+
+
+BAD = [
+    ({"seeds": "zero"}, "seeds"),
+    ({"models": ["gpt-tiny"]}, "unknown model 'gpt-tiny'"),
+    ({"tasks": {"rl": {"name": "chess"}, "sft": {"name": "facts"}}}, "unknown task 'chess'"),
+    ({"rollout": {"engine": "sglang"}}, "rollout.engine"),
+    ({"methods": ["fullft", "lora-r128"]}, "rank 128 is larger than the narrowest adapted layer"),
+    ({"methods": ["qlora"]}, "unknown method 'qlora'"),
+    ({"learning_rates": {"rl": {"fullft": [], "lora": [0.01]}, "sft": {"fullft": [1e-3], "lora": [1e-2]}}},
+     "learning_rates.rl.fullft"),
+    ({"learning_rates": {"rl": {"fullft": [-1e-3], "lora": [0.01]}, "sft": {"fullft": [1e-3], "lora": [1e-2]}}},
+     "learning rates must be > 0"),
+    ({"rl": {"group_size": 1}}, "rl.group_size"),
+    ({"seeds": [0, 0]}, "duplicate seeds"),
+    ({"methods": ["fullft", "fullft"]}, "duplicate methods"),
+    ({"pretrain": {"corruption": 1.5}}, "pretrain.corruption"),
+    ({"experiment": "has space"}, "experiment"),
+    ({"sft": {"steps": 0}}, "sft.steps"),
+    ({"tasks": {"rl": {"name": "arithmetic", "params": {"max_operand": 3, "n_val": 10, "n_test": 10}},
+                "sft": {"name": "facts"}}}, "params of task 'arithmetic'"),
+    ({"architecture": {"hidden_size": 30, "num_attention_heads": 4}}, "divisible"),
+    ({"lora": {"alpha": 32, "target_modules": "everything"}}, "lora.target_modules"),
+    ({"unknown_field": 1}, "unknown_field"),
+]
+
+
+@pytest.mark.parametrize("override, message", BAD, ids=[m for _, m in BAD])
+def test_bad_config_names_the_field(override, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("'", ".")):
+        validate(smoke_dict(**override))
+
+
+def test_cli_rejects_bad_config_before_work(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(smoke_dict(rl={"group_size": 1})))
+    out = subprocess.run([sys.executable, "-m", "rankone.cli", "check", "--config", str(bad)],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "rl.group_size" in out.stderr
+    missing = subprocess.run([sys.executable, "-m", "rankone.cli", "check", "--config", str(tmp_path / "nope.yaml")],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_run_ids_round_trip():
+    for run in validate(smoke_dict()).runs():
+        assert RunId.parse(run.path) == run
+
+
+def test_schema_file_is_generated_from_the_model():
+    from rankone.config import json_schema
+
+    assert yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text()) == json_schema()

@@ -1,0 +1,65 @@
+"""Training runs through the real trainers on tiny models: outputs, determinism, guards."""
+
+import json
+import math
+
+import pytest
+
+from rankone.config import RunId
+from rankone.io import read_json
+from rankone.train import TRAINERS
+from rankone.train.rl import StaleSamplerError
+
+
+def train_once(study, run, out_dir, cfg=None):
+    cfg_, at = study
+    cfg = cfg or cfg_
+    return TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), out_dir)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["rl/qwen3-tiny/lora-r1/lr0.01/seed0", "rl/llama-tiny/fullft/lr0.001/seed1",
+     "sft/llama-tiny/lora-r1/lr0.01/seed0", "sft/qwen3-tiny/fullft/lr0.001/seed0"],
+)
+def test_same_config_and_seed_give_identical_metrics_and_weights(study, tmp_path, path):
+    run = RunId.parse(path)
+    a = train_once(study, run, tmp_path / "a")
+    b = train_once(study, run, tmp_path / "b")
+    assert a["status"] == b["status"] == "completed"
+    assert (tmp_path / "a/metrics.jsonl").read_bytes() == (tmp_path / "b/metrics.jsonl").read_bytes()
+    weights = sorted(p.name for p in (tmp_path / "a/weights").glob("*.safetensors"))
+    assert weights, "weights are saved as safetensors"
+    for name in weights:
+        assert (tmp_path / "a/weights" / name).read_bytes() == (tmp_path / "b/weights" / name).read_bytes()
+    rows = [json.loads(line) for line in (tmp_path / "a/metrics.jsonl").read_text().splitlines()]
+    cfg, _ = study
+    assert len(rows) == (cfg.rl.steps if run.regime == "rl" else cfg.sft.steps)
+    keys = {"reward", "zero_variance_share", "logprob_gap_mean", "entropy", "grad_norm", "loss", "tokens"}
+    if run.regime == "rl":
+        assert keys <= set(rows[0])
+        assert all(r["logprob_gap_mean"] < 1e-4 for r in rows)
+    for r in rows:
+        assert all(math.isfinite(v) for v in r.values() if isinstance(v, float))
+    info = read_json(tmp_path / "a/run.json")
+    assert info["provenance"]["seed"] == run.seed and info["trainable_parameters"] > 0
+
+
+def test_different_seeds_differ(study, tmp_path):
+    a = train_once(study, RunId.parse("rl/qwen3-tiny/fullft/lr0.001/seed0"), tmp_path / "a")
+    b = train_once(study, RunId.parse("rl/qwen3-tiny/fullft/lr0.001/seed1"), tmp_path / "b")
+    assert (tmp_path / "a/metrics.jsonl").read_bytes() != (tmp_path / "b/metrics.jsonl").read_bytes()
+
+
+def test_gap_threshold_stops_the_run(study, tmp_path):
+    cfg, _ = study
+    strict = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"max_logprob_gap": 1e-12})})
+    with pytest.raises(StaleSamplerError, match="max_logprob_gap"):
+        train_once(study, RunId.parse("rl/qwen3-tiny/lora-r1/lr0.01/seed0"), tmp_path / "a", strict)
+    assert read_json(tmp_path / "a/run.json")["status"] == "stale-sampler"
+
+
+def test_divergence_is_a_result(study, tmp_path):
+    info = train_once(study, RunId.parse("sft/qwen3-tiny/fullft/lr1e+30/seed0"), tmp_path / "a")
+    assert info["status"] == "diverged"
+    assert (tmp_path / "a/metrics.jsonl").read_text().strip()
