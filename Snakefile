@@ -11,6 +11,10 @@ configfile: "config/default.yaml"
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
+# The CPU image built from envs/Containerfile (used with --sdm apptainer).
+container: "docker://ghcr.io/rankone/rankone-cpu:0.1.0"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/models.smk"

@@ -35,14 +35,22 @@ def tiny(model_name: str):
 PROMPTS = [f"{a:02d}+{b:02d}=" for a, b in zip(range(10, 74, 8), range(5, 69, 8))]
 
 
+@pytest.mark.parametrize("engine_name", ["hf", "vllm"])
 @pytest.mark.parametrize("model_name", ["llama-tiny", "qwen3-tiny"])
-def test_sampling_tokens_per_second(benchmark, model_name):
+def test_sampling_tokens_per_second(benchmark, tmp_path, model_name, engine_name):
+    """Same model, prompts and sampling settings for both engines: one RL step's rollouts."""
+    if engine_name == "vllm":
+        pytest.importorskip("vllm")
     model, tokenizer = tiny(model_name)
-    engine = make_engine("hf", model, tokenizer, 1.0, DEFAULT.rollout.max_new_tokens)
-    samples = benchmark(engine.sample, PROMPTS, DEFAULT.rl.group_size)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    engine = make_engine(engine_name, model, tokenizer, 1.0, DEFAULT.rollout.max_new_tokens, tmp_path, None, 0)
+    prompts = PROMPTS[: DEFAULT.rl.prompts_per_step]
+    samples = benchmark.pedantic(engine.sample, (prompts, DEFAULT.rl.group_size), rounds=20, warmup_rounds=2)
     tokens = int(samples.completion_mask_B_C.sum())
     benchmark.extra_info["tokens_per_call"] = tokens
     benchmark.extra_info["tokens_per_second"] = tokens / benchmark.stats.stats.mean
+    engine.close()
 
 
 @pytest.mark.parametrize("method", ["fullft", "lora-r1", "lora-r64"])

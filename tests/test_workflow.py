@@ -41,7 +41,7 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("workflow")
-    for item in ("Snakefile", "workflow", "config"):
+    for item in ("Snakefile", "workflow", "config", "src"):
         src = ROOT / item
         (shutil.copytree if src.is_dir() else shutil.copy)(src, workdir / item)
     done = snakemake(workdir)

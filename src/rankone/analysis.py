@@ -70,6 +70,10 @@ def best_learning_rates(runs: pd.DataFrame) -> pd.DataFrame:
     )
     best = by_lr.sort_values(["val_score", "lr"], ascending=[False, True]).groupby(
         ["regime", "model", "method"], as_index=False).head(1)
+    bounds = by_lr.groupby(["regime", "model", "method"])["lr"].agg(["min", "max"])
+    edge = best.apply(lambda r: r.lr in tuple(bounds.loc[(r.regime, r.model, r.method)]), axis=1)
+    # At the grid's edge the optimum may lie outside the sweep: widen the grid before trusting the gap.
+    best["at_grid_edge"] = edge.astype(bool) & (by_lr.groupby(["regime", "model", "method"]).size().min() > 1)
     return best.sort_values(["regime", "model", "method"]).reset_index(drop=True)
 
 

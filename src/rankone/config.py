@@ -63,13 +63,20 @@ class ArchitectureConfig(Strict):
 
 
 class PretrainConfig(Strict):
-    steps: int = Field(1500, gt=0, description="Optimizer steps of the warm-start on the synthetic corpus.")
+    steps: int = Field(2000, gt=0, description="Optimizer steps of the warm-start on the synthetic corpus.")
     batch_size: int = Field(128, gt=0, description="Sequences per pretraining step.")
-    lr: float = Field(3e-3, gt=0, description="AdamW learning rate of the warm-start.")
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate of the warm-start (grad norm clipped at 1).")
     corruption: float = Field(
         0.5, ge=0, lt=1, description="Share of corpus answers replaced by random ones (keeps the base policy imperfect)."
     )
     eval_prompts: int = Field(256, gt=0, description="RL train prompts on which the base pass@1 is recorded.")
+    sft_format_share: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="Share of corpus sequences in the SFT task's format, drawn from an instance of that task with "
+        "another seed (disjoint content): the base model knows the format, SFT must store new content.",
+    )
 
 
 class TaskConfig(Strict):
@@ -98,7 +105,9 @@ class TaskConfig(Strict):
 
 
 class RolloutConfig(Strict):
-    engine: Literal["hf"] = Field("hf", description="Rollout engine: hf (transformers generate).")
+    engine: Literal["hf", "vllm"] = Field(
+        "hf", description="Rollout engine: hf (transformers generate) or vllm (vllm.LLM with live adapters)."
+    )
     n_prompts: int = Field(128, gt=0, description="Prompts per split for the base-policy rollout statistics.")
     samples_per_prompt: int = Field(8, ge=2, description="Samples per prompt for pass@k and zero-variance share.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
@@ -113,12 +122,14 @@ class RLConfig(Strict):
         1e-3, gt=0, description="Stop the run when the mean |sampler - learner| log-prob gap exceeds this."
     )
     log_every: int = Field(10, gt=0, description="Log a progress line every this many steps.")
+    checkpoint_every: int = Field(25, gt=0, description="Save a resumable checkpoint every this many steps.")
 
 
 class SFTConfig(Strict):
     steps: int = Field(200, gt=0, description="Optimizer steps.")
     batch_size: int = Field(64, gt=0, description="Examples per step.")
     log_every: int = Field(25, gt=0, description="Log a progress line every this many steps.")
+    checkpoint_every: int = Field(100, gt=0, description="Save a resumable checkpoint every this many steps.")
 
 
 class LoraConfig(Strict):
@@ -216,6 +227,14 @@ class StudyConfig(Strict):
                 raise ValueError(f"tasks.{regime} is missing but regime {regime!r} is listed in regimes")
             if regime not in self.learning_rates:
                 raise ValueError(f"learning_rates.{regime} is missing but regime {regime!r} is listed in regimes")
+        if self.rollout.engine == "vllm":
+            from rankone.rollouts.vllm import SUPPORTED_HEAD_SIZES
+
+            if self.architecture.head_dim not in SUPPORTED_HEAD_SIZES:
+                raise ValueError(
+                    f"rollout.engine 'vllm' needs a head size in {SUPPORTED_HEAD_SIZES}; architecture gives "
+                    f"{self.architecture.head_dim} (hidden_size / num_attention_heads)"
+                )
         widths = [min(shape) for name, shape in self.adapted_shapes().items()]
         for m in self.methods:
             r = lora_rank(m)

@@ -11,8 +11,12 @@ rule analysis:
         summary=f"{RESULTS}/analysis/summary.json",
     log:
         f"{RESULTS}/logs/analysis.log",
+    conda:
+        ANALYSIS_ENV
     params:
+        rankone=RANKONE,
         config=STUDY_CONFIG,
+        code=code("analysis"),
         digest=STUDY.digest("analysis"),
     shell:
-        "rankone analysis --config {params.config} 2> {log}"
+        "{params.rankone} analysis --config {params.config} 2> {log}"

@@ -2,6 +2,7 @@
 # The digests are rule params, so Snakemake reruns a job exactly when the config it
 # depends on changes (and not when an unrelated field does).
 from rankone.cli import write_resolved
+from rankone.code import source_digest
 from rankone.config import validate as validate_study
 from rankone.paths import Layout
 
@@ -11,6 +12,11 @@ RESULTS = str(LAYOUT.root)
 REPORT = str(LAYOUT.report)
 STUDY_CONFIG = str(LAYOUT.study_config)
 RUN = "{regime}/{model}/{method}/lr{lr}/seed{seed}"
+# Runs the library from this checkout, also inside a conda env or container.
+SRC = f"{workflow.basedir}/src"
+RANKONE = f"PYTHONPATH={SRC} python -m rankone"
+ML_ENV = "../../envs/conda/ml.yaml"
+ANALYSIS_ENV = "../../envs/conda/analysis.yaml"
 write_resolved(STUDY, LAYOUT.study_config)
 
 
@@ -20,6 +26,10 @@ wildcard_constraints:
     method="fullft|lora-r[0-9]+",
     lr="[0-9.e+-]+",
     seed="[0-9]+",
+
+
+def code(stage):
+    return source_digest(stage, f"{SRC}/rankone")
 
 
 def run_id(wildcards):

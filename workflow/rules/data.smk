@@ -6,8 +6,13 @@ rule data:
         manifest=f"{RESULTS}/data/{{regime}}/manifest.json",
     log:
         f"{RESULTS}/logs/data/{{regime}}.log",
+    cache: "omit-software"
+    conda:
+        ML_ENV
     params:
+        rankone=RANKONE,
         config=STUDY_CONFIG,
+        code=code("data"),
         digest=data_digest,
     shell:
-        "rankone data --config {params.config} --regime {wildcards.regime} 2> {log}"
+        "{params.rankone} data --config {params.config} --regime {wildcards.regime} 2> {log}"

@@ -8,10 +8,14 @@ rule evaluate:
         f"{RESULTS}/evaluate/{RUN}/metrics.json",
     log:
         f"{RESULTS}/logs/evaluate/{RUN}.log",
+    conda:
+        ML_ENV
     threads: STUDY.threads
     params:
+        rankone=RANKONE,
         config=STUDY_CONFIG,
+        code=code("evaluate"),
         run=run_id,
         digest=evaluate_digest,
     shell:
-        "rankone evaluate --config {params.config} --run {params.run} 2> {log}"
+        "{params.rankone} evaluate --config {params.config} --run {params.run} 2> {log}"

@@ -5,9 +5,14 @@ rule models:
         directory(f"{RESULTS}/models/{{model}}"),
     log:
         f"{RESULTS}/logs/models/{{model}}.log",
+    cache: "omit-software"
+    conda:
+        ML_ENV
     threads: STUDY.threads
     params:
+        rankone=RANKONE,
         config=STUDY_CONFIG,
+        code=code("models"),
         digest=STUDY.digest(
             "seed",
             "threads",
@@ -17,4 +22,4 @@ rule models:
             "rollout.max_new_tokens",
         ),
     shell:
-        "rankone models --config {params.config} --model {wildcards.model} 2> {log}"
+        "{params.rankone} models --config {params.config} --model {wildcards.model} 2> {log}"

@@ -29,8 +29,12 @@ rule report:
         ),
     log:
         f"{RESULTS}/logs/report.log",
+    conda:
+        ANALYSIS_ENV
     params:
+        rankone=RANKONE,
         config=STUDY_CONFIG,
+        code=code("report"),
         digest=STUDY.digest("analysis.bits_per_param"),
     shell:
-        "rankone report --config {params.config} 2> {log}"
+        "{params.rankone} report --config {params.config} 2> {log}"

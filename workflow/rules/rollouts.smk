@@ -7,9 +7,13 @@ rule rollouts:
         per_prompt=f"{RESULTS}/rollouts/{{model}}/per_prompt.csv",
     log:
         f"{RESULTS}/logs/rollouts/{{model}}.log",
+    conda:
+        ML_ENV
     threads: STUDY.threads
     params:
+        rankone=RANKONE,
         config=STUDY_CONFIG,
+        code=code("rollouts"),
         digest=STUDY.digest("seed", "threads", "rollout", "tasks.rl"),
     shell:
-        "rankone rollouts --config {params.config} --model {wildcards.model} 2> {log}"
+        "{params.rankone} rollouts --config {params.config} --model {wildcards.model} 2> {log}"

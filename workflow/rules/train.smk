@@ -9,10 +9,15 @@ rule train:
         run=f"{RESULTS}/train/{RUN}/run.json",
     log:
         f"{RESULTS}/logs/train/{RUN}.log",
+    cache: "omit-software"
+    conda:
+        ML_ENV
     threads: STUDY.threads
     params:
+        rankone=RANKONE,
         config=STUDY_CONFIG,
+        code=code("train"),
         run=run_id,
         digest=train_digest,
     shell:
-        "rankone train --config {params.config} --run {params.run} 2> {log}"
+        "{params.rankone} train --config {params.config} --run {params.run} 2> {log}"

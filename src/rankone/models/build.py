@@ -8,6 +8,7 @@ reward variance to learn from). Its pass@1 on RL train prompts is recorded.
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from rankone.config import StudyConfig
 from rankone.io import atomic_path, log, provenance, read_jsonl, seed_everything, write_json
 from rankone.models import PRESETS, HubPreset, build_tokenizer
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts, sample
+
+
+FORMAT_SEED_OFFSET = 1_000_003
 
 
 def build(cfg: StudyConfig, model_name: str, data_dir: Path, out_dir: Path) -> dict:
@@ -59,7 +63,15 @@ def build(cfg: StudyConfig, model_name: str, data_dir: Path, out_dir: Path) -> d
 def pretrain(cfg: StudyConfig, model, tokenizer, rows: list[dict], model_name: str) -> dict:
     p = cfg.pretrain
     task = cfg.tasks["rl"].task()
-    corpus = task.corpus(rows, p.corruption, p.steps * p.batch_size, cfg.seed)
+    total = p.steps * p.batch_size
+    n_format = round(total * p.sft_format_share) if "sft" in cfg.tasks else 0
+    corpus = task.corpus(rows, p.corruption, total - n_format, cfg.seed)
+    if n_format:
+        # Another instance of the SFT task (another seed): its format, none of its content.
+        sft_cfg = cfg.tasks["sft"]
+        other = sft_cfg.task().splits(sft_cfg.typed_params(), cfg.seed + FORMAT_SEED_OFFSET)["train"]
+        corpus += sft_cfg.task().corpus(other, 0.0, n_format, cfg.seed)
+        random.Random(f"mix:{cfg.seed}").shuffle(corpus)
     optimizer = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=0.0)
     model.train()
     t0 = time.time()

@@ -8,14 +8,24 @@ weights to the engine after every optimizer step.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rankone.models.sequences import Samples
 from rankone.rollouts.hf import HFEngine
 
-ENGINES = {"hf": HFEngine}
+ENGINES = ("hf", "vllm")
 
 
-def make_engine(name: str, model, tokenizer, temperature: float, max_new_tokens: int):
-    return ENGINES[name](model, tokenizer, temperature, max_new_tokens)
+def make_engine(name: str, model, tokenizer, temperature: float, max_new_tokens: int,
+                model_dir: str | Path | None = None, rank: int | None = None, seed: int = 0):
+    """An engine sampling from `model` (vLLM also needs the base model folder and LoRA rank)."""
+    if name == "hf":
+        return HFEngine(model, tokenizer, temperature, max_new_tokens)
+    if name == "vllm":
+        from rankone.rollouts.vllm import VLLMEngine  # imports vLLM only when asked for
+
+        return VLLMEngine(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed)
+    raise ValueError(f"unknown rollout engine {name!r}; known: {', '.join(ENGINES)}")
 
 
 __all__ = ["ENGINES", "HFEngine", "Samples", "make_engine"]

@@ -17,6 +17,9 @@ class HFEngine:
     def sync(self, model) -> None:
         self.model = model
 
+    def close(self) -> None:
+        pass
+
     def sample(self, prompts: list[str], n: int, greedy: bool = False) -> Samples:
         was_training = self.model.training
         self.model.eval()

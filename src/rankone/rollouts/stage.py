@@ -30,7 +30,7 @@ def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dic
     seed_everything(cfg.seed, cfg.threads)
     model, tokenizer = load_base(model_dir)
     r = cfg.rollout
-    engine = make_engine(r.engine, model, tokenizer, r.temperature, r.max_new_tokens)
+    engine = make_engine(r.engine, model, tokenizer, r.temperature, r.max_new_tokens, model_dir, None, cfg.seed)
     task = cfg.tasks["rl"].task()
     summary: dict = {"model": model_dir.name, "samples_per_prompt": r.samples_per_prompt}
     per_prompt = []
@@ -52,6 +52,7 @@ def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dic
         }
         log.info("%s %s: pass@1 %.3f, zero-variance groups %.2f", model_dir.name, split,
                  summary[split]["pass_at_1"], summary[split]["zero_variance_share"])
+    engine.close()
     summary["provenance"] = provenance(cfg.digest("seed", "rollout"), cfg.seed, started)
     out_dir.mkdir(parents=True, exist_ok=True)
     import pandas as pd

@@ -21,7 +21,7 @@ class FactsParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     n_facts: int = Field(2048, gt=0, description="Keys in the table (all are trained on).")
     key_letters: int = Field(4, ge=1, le=8, description="Letters per key.")
-    digits: int = Field(4, ge=1, le=12, description="Digits per value.")
+    digits: int = Field(4, ge=1, le=48, description="Digits per value.")
     n_val: int = Field(256, gt=0, description="Facts probed for validation.")
     n_test: int = Field(256, gt=0, description="Facts probed for test (disjoint from val).")
 

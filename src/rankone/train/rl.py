@@ -45,16 +45,34 @@ def importance_ratio(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C) -> to
     return torch.exp(learner_logprobs_B_C - sampler_logprobs_B_C.detach()) * mask_B_C
 
 
+def sampler_gap(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C) -> tuple[float, float]:
+    """Mean and max |log p_learner - log p_sampler| over the sampled (unmasked) tokens."""
+    mask_B_C = mask_B_C.float()
+    gap_B_C = (learner_logprobs_B_C.detach() - sampler_logprobs_B_C).abs() * mask_B_C
+    return float(gap_B_C.sum() / mask_B_C.sum().clamp(min=1)), float(gap_B_C.max())
+
+
+def check_fresh(gap_mean: float, threshold: float, where: str) -> None:
+    """Raise when the sampler is not the learner (see the module docstring)."""
+    if gap_mean > threshold:
+        raise StaleSamplerError(
+            f"{where}: sampler/learner log-prob gap {gap_mean:.2e} > rl.max_logprob_gap {threshold:.0e}; "
+            "the rollout engine is not sampling the current policy"
+        )
+
+
 def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
     r, rl = cfg.rollout, cfg.rl
     ctx = Run.start(cfg, run, model_dir, out_dir)
     policy, task = ctx.policy, cfg.tasks["rl"].task()
-    engine = make_engine(r.engine, policy, ctx.tokenizer, r.temperature, r.max_new_tokens)
+    engine = make_engine(r.engine, policy, ctx.tokenizer, r.temperature, r.max_new_tokens, model_dir, run.rank, run.seed)
     rows = read_jsonl(data_dir / "train.jsonl")
     prompt_rng = random.Random(f"prompts:{run.seed}")
+    for _ in range(ctx.start_step):  # resuming: replay the prompt draws already made
+        prompt_rng.sample(rows, rl.prompts_per_step)
     G = rl.group_size
-    status, info_bound_bits = "completed", 0.0
-    for step in range(rl.steps):
+    status, info_bound_bits = "completed", ctx.state.get("info_bound_bits", 0.0)
+    for step in range(ctx.start_step, rl.steps):
         t0 = time.time()
         batch = prompt_rng.sample(rows, rl.prompts_per_step)
         torch.manual_seed(run.seed * 1_000_003 + step)
@@ -72,13 +90,13 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             policy, samples.prompt_ids_B_P, samples.prompt_mask_B_P, samples.completion_B_C,
             samples.completion_mask_B_C, r.temperature,
         )
-        gap_B_C = (learner_logprobs_B_C.detach() - samples.sampler_logprobs_B_C).abs() * mask_B_C
-        gap_mean, gap_max = float(gap_B_C.sum() / mask_B_C.sum()), float(gap_B_C.max())
+        gap_mean, gap_max = sampler_gap(learner_logprobs_B_C, samples.sampler_logprobs_B_C, mask_B_C)
         ratio_B_C = importance_ratio(learner_logprobs_B_C, samples.sampler_logprobs_B_C, mask_B_C)
         keep_B = keep_P.repeat_interleave(G).float()
         advantages_B = advantages_P_G.reshape(-1)
         loss = -(ratio_B_C * advantages_B[:, None] * keep_B[:, None]).sum() / keep_B.sum().clamp(min=1)
         grad_norm = ctx.step_optimizer(loss) if keep_P.any() else 0.0
+        engine.sync(policy)  # the next rollouts must come from the weights just updated
 
         ratio_vals = ratio_B_C.detach()[mask_B_C.bool()]
         ctx.metrics.append({
@@ -101,17 +119,19 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
         })
         ctx.timings.append({"step": step, "sample_seconds": t_sample, "seconds": time.time() - t0})
         if gap_mean > rl.max_logprob_gap:
+            engine.close()
             ctx.finish("stale-sampler")
-            raise StaleSamplerError(
-                f"{run.path} step {step}: sampler/learner log-prob gap {gap_mean:.2e} > rl.max_logprob_gap "
-                f"{rl.max_logprob_gap:.0e}; the rollout engine is not sampling the current policy"
-            )
+            check_fresh(gap_mean, rl.max_logprob_gap, f"{run.path} step {step}")
         if diverged(float(loss.detach())) or diverged(grad_norm):
             status = "diverged"
             log.warning("%s: diverged at step %d (loss %s, grad norm %s)", run.path, step, float(loss), grad_norm)
             break
+        ctx.state["info_bound_bits"] = info_bound_bits
+        ctx.checkpoint(rl.checkpoint_every, rl.steps)
         if (step + 1) % rl.log_every == 0 or step + 1 == rl.steps:
             log.info("%s step %d/%d reward %.3f zero-var %.2f gap %.1e (%.2f s/step)", run.path, step + 1,
                      rl.steps, float(rewards_B.mean()), 1 - float(keep_P.float().mean()), gap_mean,
                      time.time() - t0)
-    return ctx.finish(status, {"info_bound_bits": info_bound_bits})
+    engine.close()
+    ctx.state["info_bound_bits"] = info_bound_bits
+    return ctx.finish(status, {"engine": r.engine})

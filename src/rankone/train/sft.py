@@ -35,8 +35,10 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
     ctx = Run.start(cfg, run, model_dir, out_dir)
     rows = read_jsonl(data_dir / "train.jsonl")
     stream = batches(rows, sft.batch_size, run.seed)
+    for _ in range(ctx.start_step):  # resuming: replay the batches already seen
+        next(stream)
     status = "completed"
-    for step in range(sft.steps):
+    for step in range(ctx.start_step, sft.steps):
         t0 = time.time()
         batch = next(stream)
         prompt_ids_B_P, prompt_mask_B_P = encode_prompts(ctx.tokenizer, [row["prompt"] for row in batch])
@@ -58,6 +60,7 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             "examples": (step + 1) * len(batch),
         })
         ctx.timings.append({"step": step, "seconds": time.time() - t0})
+        ctx.checkpoint(sft.checkpoint_every, sft.steps)
         if (step + 1) % sft.log_every == 0 or step + 1 == sft.steps:
             log.info("%s step %d/%d loss %.4f (%.3f s/step)", run.path, step + 1, sft.steps, float(loss),
                      time.time() - t0)

