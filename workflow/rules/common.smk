@@ -12,9 +12,11 @@ RESULTS = str(LAYOUT.root)
 REPORT = str(LAYOUT.report)
 STUDY_CONFIG = str(LAYOUT.study_config)
 RUN = "{regime}/{model}/{method}/lr{lr}/seed{seed}"
-# Runs the library from this checkout, also inside a conda env or container.
+# Runs the library from this checkout (also inside a conda env, where rankone is not
+# installed). Relative to the working directory, so the command, a param, is the same
+# in every checkout and the between-workflow cache can match across them.
 SRC = f"{workflow.basedir}/src"
-RANKONE = f"PYTHONPATH={SRC} python -m rankone"
+RANKONE = "PYTHONPATH=src python -m rankone"
 ML_ENV = "../../envs/conda/ml.yaml"
 ANALYSIS_ENV = "../../envs/conda/analysis.yaml"
 write_resolved(STUDY, LAYOUT.study_config)

@@ -9,8 +9,7 @@ from __future__ import annotations
 from rankone.tasks.arithmetic import Arithmetic
 from rankone.tasks.base import Task
 from rankone.tasks.facts import Facts
-from rankone.tasks.lookup import Lookup
 
-TASKS: dict[str, type[Task]] = {task.name: task for task in (Arithmetic, Facts, Lookup)}
+TASKS: dict[str, type[Task]] = {task.name: task for task in (Arithmetic, Facts)}
 
 __all__ = ["TASKS", "Task"]
