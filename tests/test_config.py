@@ -38,6 +38,12 @@ BAD = [
     ({"architecture": {"hidden_size": 30, "num_attention_heads": 4}}, "divisible"),
     ({"lora": {"alpha": 32, "target_modules": "everything"}}, "lora.target_modules"),
     ({"unknown_field": 1}, "unknown_field"),
+    ({"models": ["llama-tiny", "mine"], "local_models": {"mine": "/nonexistent/checkpoint"}},
+     "local_models: mine: no transformers checkpoint at '/nonexistent/checkpoint'"),
+    ({"results_dir": "/proc/rankone-results"}, "results_dir: cannot write under"),
+    ({"rollout": {"engine": "vllm"}, "architecture": {"hidden_size": 64, "num_attention_heads": 4,
+                                                      "num_key_value_heads": 1, "intermediate_size": 64}},
+     "needs a head size"),
 ]
 
 
@@ -68,3 +74,9 @@ def test_schema_file_is_generated_from_the_model():
     from rankone.config import json_schema
 
     assert yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text()) == json_schema()
+
+
+def test_local_model_path_is_accepted_when_it_exists(study):
+    cfg, at = study
+    local = validate(smoke_dict(models=["mine"], local_models={"mine": str(at.model("qwen3-tiny"))}))
+    assert {r.model for r in local.runs()} == {"mine"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Literal
@@ -176,7 +177,13 @@ class StudyConfig(Strict):
     reports_dir: str = Field("reports", description="Root folder of published reports.")
     seed: int = Field(0, ge=0, description="Seed of data generation and model initialisation.")
     threads: int = Field(1, gt=0, description="Torch threads per job (jobs run in parallel under Snakemake).")
-    models: list[str] = Field(min_length=1, description="Model presets (rankone.models.PRESETS).")
+    models: list[str] = Field(
+        min_length=1, description="Model presets (rankone.models.PRESETS) or names from local_models."
+    )
+    local_models: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra models by name: a local folder holding a transformers checkpoint (config.json).",
+    )
     architecture: ArchitectureConfig = Field(default_factory=ArchitectureConfig)
     pretrain: PretrainConfig = Field(default_factory=PretrainConfig)
     regimes: list[Literal["rl", "sft"]] = Field(default_factory=lambda: ["rl", "sft"], min_length=1)
@@ -193,15 +200,38 @@ class StudyConfig(Strict):
 
     @field_validator("models")
     @classmethod
-    def _known_models(cls, models: list[str]) -> list[str]:
-        from rankone.models import PRESETS
-
-        unknown = [m for m in models if m not in PRESETS]
-        if unknown:
-            raise ValueError(f"unknown model {unknown[0]!r}; known models: {', '.join(sorted(PRESETS))}")
+    def _unique_models(cls, models: list[str]) -> list[str]:
         if len(set(models)) != len(models):
             raise ValueError(f"duplicate models in {models} (runs would share a name)")
         return models
+
+    @field_validator("local_models")
+    @classmethod
+    def _local_models_exist(cls, local: dict[str, str]) -> dict[str, str]:
+        from rankone.models import PRESETS
+
+        for name, path in local.items():
+            if name in PRESETS:
+                raise ValueError(f"{name!r} is already a preset name; pick another name for the local model")
+            if not (Path(path) / "config.json").is_file():
+                raise ValueError(f"{name}: no transformers checkpoint at {path!r} (missing config.json)")
+        return local
+
+    @field_validator("results_dir", "reports_dir")
+    @classmethod
+    def _writable(cls, folder: str) -> str:
+        import tempfile
+
+        existing = Path(folder).absolute()
+        while not existing.exists():
+            existing = existing.parent
+        try:  # a real write: permission bits alone mislead (root, read-only mounts, /proc)
+            fd, probe = tempfile.mkstemp(dir=existing, prefix=".rankone-write-check-")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError:
+            raise ValueError(f"cannot write under {folder!r} ({existing} is not a writable folder)") from None
+        return folder
 
     @field_validator("methods")
     @classmethod
@@ -222,6 +252,14 @@ class StudyConfig(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> StudyConfig:
+        from rankone.models import PRESETS
+
+        for m in self.models:
+            if m not in PRESETS and m not in self.local_models:
+                raise ValueError(
+                    f"models: unknown model {m!r}; known models: {', '.join(sorted(PRESETS))} "
+                    "(or add it under local_models)"
+                )
         for regime in self.regimes:
             if regime not in self.tasks:
                 raise ValueError(f"tasks.{regime} is missing but regime {regime!r} is listed in regimes")

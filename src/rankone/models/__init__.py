@@ -46,6 +46,17 @@ class HubPreset:
     revision: str
 
 
+@dataclass(frozen=True)
+class LocalPreset:
+    """A transformers checkpoint already on disk (config `local_models`)."""
+
+    path: str
+
+
+def preset(name: str, local_models: dict[str, str]) -> TinyPreset | HubPreset | LocalPreset:
+    return LocalPreset(local_models[name]) if name in local_models else PRESETS[name]
+
+
 PRESETS: dict[str, TinyPreset | HubPreset] = {
     "llama-tiny": TinyPreset("LlamaConfig"),
     "qwen3-tiny": TinyPreset("Qwen3Config"),
@@ -53,4 +64,4 @@ PRESETS: dict[str, TinyPreset | HubPreset] = {
     "llama-3.2-1b": HubPreset("meta-llama/Llama-3.2-1B", "main"),
 }
 
-__all__ = ["PRESETS", "TinyPreset", "HubPreset", "build_tokenizer"]
+__all__ = ["PRESETS", "TinyPreset", "HubPreset", "LocalPreset", "preset", "build_tokenizer"]

@@ -16,7 +16,7 @@ import torch
 
 from rankone.config import StudyConfig
 from rankone.io import atomic_path, log, provenance, read_jsonl, seed_everything, write_json
-from rankone.models import PRESETS, HubPreset, build_tokenizer
+from rankone.models import HubPreset, LocalPreset, build_tokenizer, preset
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts, sample
 
 
@@ -28,15 +28,17 @@ def build(cfg: StudyConfig, model_name: str, data_dir: Path, out_dir: Path) -> d
 
     started = time.time()
     seed_everything(cfg.seed, cfg.threads)
-    preset = PRESETS[model_name]
+    spec = preset(model_name, cfg.local_models)
     with atomic_path(out_dir) as tmp:
-        if isinstance(preset, HubPreset):
-            model = AutoModelForCausalLM.from_pretrained(preset.repo_id, revision=preset.revision)
-            tokenizer = AutoTokenizer.from_pretrained(preset.repo_id, revision=preset.revision)
+        if isinstance(spec, (HubPreset, LocalPreset)):
+            source = spec.path if isinstance(spec, LocalPreset) else spec.repo_id
+            revision = None if isinstance(spec, LocalPreset) else spec.revision
+            model = AutoModelForCausalLM.from_pretrained(source, revision=revision)
+            tokenizer = AutoTokenizer.from_pretrained(source, revision=revision)
             stats = {}
         else:
             tokenizer = build_tokenizer()
-            config = preset.make_config(
+            config = spec.make_config(
                 cfg.architecture,
                 len(tokenizer),
                 tokenizer.bos_token_id,
