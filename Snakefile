@@ -1,5 +1,5 @@
 # rankone: how much adapter capacity does RL need? The DAG, stage by stage:
-# data -> models -> rollouts -> train -> evaluate -> analysis -> report
+# data -> models -> rollouts -> train -> evaluate -> analysis (+ updates) -> report
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -22,6 +22,7 @@ include: "workflow/rules/rollouts.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/updates.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -3,6 +3,8 @@
 - `runs.csv`: one row per run, with its val and test metrics and information counts.
 - `curves.csv`: the per-step learning curve of every run (RL reward, SFT loss).
 - `best_lr.csv`: the best learning rate per (regime, model, method), chosen on **val**.
+- `lr_vs_rank.csv`, `early_curves.csv`: best lr per rank against FullFT's, and how
+  closely the ranks' early learning curves coincide at equal lr.
 - `verdicts.csv`: the gap to FullFT on **test** at each method's best learning rate,
   paired by seed, with a t confidence interval over seeds, and a verdict:
   `parity` when |gap| < the threshold fixed in the config; otherwise `worse` or
@@ -123,6 +125,36 @@ def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.Dat
     return pd.DataFrame(out)
 
 
+def lr_vs_rank(best: pd.DataFrame) -> pd.DataFrame:
+    """Best lr per rank, its ratio to FullFT's best lr, and the spread of LoRA's best lrs (decades)."""
+    rows = []
+    for (regime, model), g in best.groupby(["regime", "model"]):
+        full = g[g.method == "fullft"].lr
+        lora = g[g.method != "fullft"]
+        spread = math.log10(lora.lr.max() / lora.lr.min()) if len(lora) else math.nan
+        for r in lora.itertuples():
+            rows.append({"regime": regime, "model": model, "method": r.method, "best_lr": r.lr,
+                         "fullft_best_lr": float(full.iloc[0]) if len(full) else math.nan,
+                         "ratio_to_fullft": r.lr / float(full.iloc[0]) if len(full) else math.nan,
+                         "lora_spread_decades": spread})
+    return pd.DataFrame(rows)
+
+
+def early_coincidence(curves: pd.DataFrame, early_steps: int) -> pd.DataFrame:
+    """At each lr that every LoRA rank ran: the largest gap between the ranks' mean curves
+    (over seeds) in the first `early_steps` steps. Small = ranks learn alike early (1/r scaling)."""
+    rows = []
+    lora = curves[(curves.method != "fullft") & (curves.step < early_steps)]
+    for (regime, model, lr), g in lora.groupby(["regime", "model", "lr"]):
+        table = g.groupby(["step", "method"])["value"].mean().unstack("method")
+        if table.shape[1] < 2:
+            continue
+        rows.append({"regime": regime, "model": model, "lr": lr, "ranks": table.shape[1], "steps": len(table),
+                     "max_gap": float((table.max(axis=1) - table.min(axis=1)).max()),
+                     "mean_gap": float((table.max(axis=1) - table.min(axis=1)).mean())})
+    return pd.DataFrame(rows)
+
+
 def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: Layout) -> pd.DataFrame:
     """Bits against trainable parameters, per (regime, model, method), at the best lr."""
     chosen = runs.merge(best[["regime", "model", "method", "lr"]], on=["regime", "model", "method", "lr"])
@@ -146,6 +178,8 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         "best_lr.csv": best,
         "verdicts.csv": verdicts(cfg, runs, best),
         "information.csv": information(cfg, runs, best, at),
+        "lr_vs_rank.csv": lr_vs_rank(best),
+        "early_curves.csv": early_coincidence(curves, cfg.analysis.early_steps),
     }
     out: Path = at.analysis
     out.mkdir(parents=True, exist_ok=True)

@@ -72,6 +72,12 @@ def cmd_analysis(cfg: StudyConfig, args) -> None:
     analysis.run(cfg, Layout(cfg))
 
 
+def cmd_updates(cfg: StudyConfig, args) -> None:
+    from rankone import updates
+
+    updates.run(cfg, Layout(cfg))
+
+
 def cmd_report(cfg: StudyConfig, args) -> None:
     from rankone import report
 
@@ -104,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     stage("train", cmd_train, "train one run", run="<regime>/<model>/<method>/lr<lr>/seed<seed>")
     stage("evaluate", cmd_evaluate, "evaluate one trained run", run="<regime>/<model>/<method>/lr<lr>/seed<seed>")
     stage("analysis", cmd_analysis, "tables, best learning rates, verdicts")
+    stage("updates", cmd_updates, "structure of FullFT weight updates (share changed, rank, overlap)")
     stage("report", cmd_report, "figures, report.md and index.html")
     stage("runs", cmd_runs, "list the study's training runs")
     stage("check", cmd_check, "validate a config and exit")

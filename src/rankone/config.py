@@ -169,6 +169,9 @@ class AnalysisConfig(Strict):
     )
     confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the interval over seeds.")
     bits_per_param: float = Field(2.0, gt=0, description="Reference capacity line, bits per trainable parameter.")
+    early_steps: int = Field(
+        10, gt=0, description="Steps over which learning curves of different ranks at one lr are compared."
+    )
 
 
 class StudyConfig(Strict):

@@ -22,6 +22,8 @@ FIGURES = {
     "lr_sweep.png": "Validation score against learning rate per method (mean over seeds, bars = min..max).",
     "sft_curves.png": "SFT training loss per step, each rank at its best learning rate (mean over seeds).",
     "information.png": "Information in bits against trainable parameters, with the capacity reference line.",
+    "lr_vs_rank.png": "Best learning rate per LoRA rank (chosen on val); dashed: FullFT's best, dotted: 10x FullFT's.",
+    "updates.png": "FullFT updates: share of parameters changed three ways, and per-matrix update rank / full rank.",
 }
 
 
@@ -125,6 +127,65 @@ def plot_information(info: pd.DataFrame, bits_per_param: float, path: Path) -> N
     plt.close(fig)
 
 
+def plot_lr_vs_rank(table: pd.DataFrame, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    panels = sorted(table.groupby(["regime", "model"]).groups) if len(table) else []
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.5 * max(1, len(panels)), 3.8), squeeze=False)
+    for ax, (regime, model) in zip(axes[0], panels):
+        d = table[(table.regime == regime) & (table.model == model)].copy()
+        d["rank"] = d.method.map(lora_rank)
+        d = d.sort_values("rank")
+        ax.plot(d["rank"], d.best_lr, "o-", label="LoRA best lr")
+        full = d.fullft_best_lr.iloc[0]
+        ax.axhline(full, color="black", ls="--", lw=1, label=f"FullFT best lr ({full:g})")
+        ax.axhline(10 * full, color="gray", ls=":", lw=1, label="10 x FullFT")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("LoRA rank")
+        ax.set_ylabel("best learning rate")
+        ax.set_title(f"{regime.upper()} · {model}")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_updates(shares: pd.DataFrame, matrices: pd.DataFrame, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    if len(shares):
+        mean = shares.groupby(["regime", "model"])[
+            ["share_changed_exact", "share_changed_atol", "share_changed_bf16"]].mean()
+        mean.columns = ["exact (fp32)", "|delta| > 1e-5 (fp32)", "after bf16 cast"]
+        (100 * mean).plot.bar(ax=left, rot=0)
+        left.set_xticklabels([f"{r.upper()}\n{m}" for r, m in mean.index], fontsize=8)
+        left.set_ylabel("parameters changed (%)")
+        left.set_xlabel("")
+        left.legend(fontsize=8)
+    if len(matrices):
+        m = matrices.assign(rank_ratio=matrices["rank"] / matrices.full_rank,
+                            eff_ratio=matrices.effective_rank / matrices.full_rank)
+        groups = sorted(m.groupby(["regime", "model"]).groups)
+        for i, key in enumerate(groups):
+            g = m[(m.regime == key[0]) & (m.model == key[1])]
+            right.scatter([i - 0.1] * len(g), g.rank_ratio, marker="o", color="tab:blue",
+                          label="matrix_rank / full rank" if i == 0 else None, alpha=0.6)
+            right.scatter([i + 0.1] * len(g), g.eff_ratio, marker="x", color="tab:orange",
+                          label="effective rank / full rank" if i == 0 else None, alpha=0.6)
+        right.set_xticks(range(len(groups)), [f"{r.upper()}\n{mo}" for r, mo in groups], fontsize=8)
+        right.set_ylim(0, 1.05)
+        right.set_ylabel("fraction of full rank (per matrix)")
+        right.legend(fontsize=8)
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def findings(verdicts: pd.DataFrame) -> list[str]:
     """One generated sentence per (regime, model)."""
     out = []
@@ -153,8 +214,28 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     plot_curves(curves, best[keys], "sft", "training loss (nats/token)", out / "sft_curves.png")
     plot_lr_sweep(runs, out / "lr_sweep.png")
     plot_information(info, cfg.analysis.bits_per_param, out / "information.png")
+    lr_rank = _read(a / "lr_vs_rank.csv")
+    plot_lr_vs_rank(lr_rank, out / "lr_vs_rank.png")
+    updates = {name: _read(a / f"update_{name}.csv") for name in ("shares", "matrices", "overlap")}
+    plot_updates(updates["shares"], updates["matrices"], out / "updates.png")
 
     sections = build_sections(cfg, at, runs, best, verdicts, info)
+    sections[3:3] = [
+        ("Learning rate vs rank", [
+            "Best lr per rank (on val), its ratio to FullFT's best (the original fits found ~10x), and the spread "
+            "of LoRA's best lrs across ranks in decades. Early curves: the largest gap between the ranks' mean "
+            f"curves over the first {cfg.analysis.early_steps} steps at each lr all ranks ran.",
+            ("figure", "lr_vs_rank.png"), lr_rank.round(5), _read(a / "early_curves.csv").round(4),
+        ]),
+        ("Update structure (FullFT)", [
+            "delta = after - before for every weight, FullFT at its best lr. Shares changed: exactly, beyond "
+            "atol 1e-5 in fp32, and after a bf16 cast. Rank per matrix by torch.linalg.matrix_rank (fp32); "
+            "effective rank = exp(entropy of normalised singular values). Overlap: Jaccard of the changed sets "
+            "(atol) across seeds against independent sets of the same densities.",
+            ("figure", "updates.png"), updates["shares"].round(4), updates["overlap"].round(4),
+            _matrix_summary(updates["matrices"]),
+        ]),
+    ]
     with atomic_path(out / "report.md") as tmp:
         tmp.write_text(to_markdown(cfg, sections))
     with atomic_path(out / "index.html") as tmp:
@@ -202,6 +283,23 @@ def build_sections(cfg, at, runs, best, verdicts, info) -> list[tuple[str, list]
                   *( [diverged] if len(diverged) else [] )]),
         ("Provenance", [prov]),
     ]
+
+
+def _read(path: Path) -> pd.DataFrame:
+    """A CSV that may hold no rows (e.g. a study without FullFT runs)."""
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def _matrix_summary(matrices: pd.DataFrame) -> pd.DataFrame:
+    if not len(matrices):
+        return matrices
+    m = matrices.assign(rank_over_full=matrices["rank"] / matrices.full_rank,
+                        effective_over_full=matrices.effective_rank / matrices.full_rank)
+    return m.groupby(["regime", "model"], as_index=False)[
+        ["rank_over_full", "effective_over_full", "share_atol"]].mean().round(4)
 
 
 def to_markdown(cfg: StudyConfig, sections) -> str:

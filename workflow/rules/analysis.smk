@@ -8,6 +8,8 @@ rule analysis:
         best=f"{RESULTS}/analysis/best_lr.csv",
         verdicts=f"{RESULTS}/analysis/verdicts.csv",
         information=f"{RESULTS}/analysis/information.csv",
+        lr_vs_rank=f"{RESULTS}/analysis/lr_vs_rank.csv",
+        early_curves=f"{RESULTS}/analysis/early_curves.csv",
         summary=f"{RESULTS}/analysis/summary.json",
     log:
         f"{RESULTS}/logs/analysis.log",

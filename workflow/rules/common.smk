@@ -65,5 +65,13 @@ def run_files(stage, filename):
     return [f"{RESULTS}/{stage}/{run.path}/{filename}" for run in STUDY.runs()]
 
 
+def fullft_weights():
+    return [
+        f"{RESULTS}/train/{run.path}/weights"
+        for run in STUDY.runs()
+        if run.method == "fullft"
+    ]
+
+
 def report_files():
     return [f"{REPORT}/{name}" for name in ("report.md", "index.html")]

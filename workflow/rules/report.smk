@@ -1,6 +1,7 @@
 rule report:
     input:
         rules.analysis.output,
+        rules.updates.output,
         rollouts=expand(
             f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.models
         ),
@@ -26,6 +27,16 @@ rule report:
             f"{REPORT}/information.png",
             caption="../report/information.rst",
             category="Information",
+        ),
+        updates=report(
+            f"{REPORT}/updates.png",
+            caption="../report/updates.rst",
+            category="Update structure",
+        ),
+        lr_rank=report(
+            f"{REPORT}/lr_vs_rank.png",
+            caption="../report/lr_vs_rank.rst",
+            category="Learning rates",
         ),
     log:
         f"{RESULTS}/logs/report.log",
