@@ -23,6 +23,8 @@ BAD = [
     ({"rollout": {"engine": "sglang"}}, "rollout.engine"),
     ({"methods": ["fullft", "lora-r128"]}, "rank 128 is larger than the narrowest adapted layer"),
     ({"methods": ["qlora"]}, "unknown method 'qlora'"),
+    ({"methods": ["lora-r1-embed"]}, "unknown method 'lora-r1-embed'"),
+    ({"methods": ["lora-r48-attn"]}, "rank 48 is larger than the narrowest adapted layer .width 32"),
     ({"learning_rates": {"rl": {"fullft": [], "lora": [0.01]}, "sft": {"fullft": [1e-3], "lora": [1e-2]}}},
      "learning_rates.rl.fullft"),
     ({"learning_rates": {"rl": {"fullft": [-1e-3], "lora": [0.01]}, "sft": {"fullft": [1e-3], "lora": [1e-2]}}},
@@ -80,3 +82,7 @@ def test_local_model_path_is_accepted_when_it_exists(study):
     cfg, at = study
     local = validate(smoke_dict(models=["mine"], local_models={"mine": str(at.model("qwen3-tiny"))}))
     assert {r.model for r in local.runs()} == {"mine"}
+
+
+def test_scope_changes_the_width_limit():
+    assert validate(smoke_dict(methods=["lora-r48-mlp"])).scope("lora-r48-mlp") == "mlp"  # MLP is 64 wide

@@ -39,3 +39,15 @@ def test_fullft_trains_everything(study):
     model, _ = load_base(at.model(cfg.models[0]))
     total = sum(p.numel() for p in model.parameters())
     assert trainable_parameters(make_policy(model, None, 32, "all-linear")) == total
+
+
+@pytest.mark.parametrize("method, layers", [("lora-r2-attn", 4), ("lora-r2-mlp", 3), ("lora-r2", 7)])
+def test_method_suffix_sets_the_adapted_layers(study, method, layers):
+    cfg, at = study
+    scoped = validate(smoke_dict(methods=["fullft", method]))
+    shapes = scoped.adapted_shapes(method)
+    assert len(shapes) == layers
+    model, _ = load_base(at.model(cfg.models[0]))
+    policy = make_policy(model, 2, 32, scoped.scope(method))
+    expected = cfg.architecture.num_hidden_layers * sum(2 * (i + o) for i, o in shapes.values())
+    assert trainable_parameters(policy) == expected

@@ -5,6 +5,7 @@
 - `best_lr.csv`: the best learning rate per (regime, model, method), chosen on **val**.
 - `lr_vs_rank.csv`, `early_curves.csv`: best lr per rank against FullFT's, and how
   closely the ranks' early learning curves coincide at equal lr.
+- `layers.csv`: attention-only and MLP-only LoRA against all-linear at equal rank.
 - `verdicts.csv`: the gap to FullFT on **test** at each method's best learning rate,
   paired by seed, with a t confidence interval over seeds, and a verdict:
   `parity` when |gap| < the threshold fixed in the config; otherwise `worse` or
@@ -155,6 +156,30 @@ def early_coincidence(curves: pd.DataFrame, early_steps: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def layers(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+    """Attention-only and MLP-only LoRA against all-linear at the same rank, each at its best lr:
+    the test-score gap, paired by seed, with a t interval (empty without -attn/-mlp methods)."""
+    chosen = runs.merge(best[["regime", "model", "method", "lr"]], on=["regime", "model", "method", "lr"])
+    rows = []
+    for (regime, model), group in chosen.groupby(["regime", "model"]):
+        for method, g in group.groupby("method"):
+            scope = cfg.scope(method)
+            if not method.endswith(("-attn", "-mlp")):
+                continue
+            base = group[group.method == method.rsplit("-", 1)[0]].set_index("seed")["test_score"]
+            mine = g.set_index("seed")["test_score"]
+            seeds = sorted(set(mine.index) & set(base.index))
+            if not seeds:
+                continue
+            mean, low, high = interval([float(mine[s] - base[s]) for s in seeds], cfg.analysis.confidence)
+            rows.append({"regime": regime, "model": model, "rank": int(g["rank"].iloc[0]), "scope": scope,
+                         "method": method, "lr": float(g["lr"].iloc[0]), "test_score": float(mine.mean()),
+                         "all_linear_test_score": float(base.mean()), "gap_to_all_linear": mean,
+                         "ci_low": low, "ci_high": high, "seeds": len(seeds),
+                         "verdict": verdict(mean, low, high, cfg.analysis.parity_threshold[regime])})
+    return pd.DataFrame(rows)
+
+
 def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: Layout) -> pd.DataFrame:
     """Bits against trainable parameters, per (regime, model, method), at the best lr."""
     chosen = runs.merge(best[["regime", "model", "method", "lr"]], on=["regime", "model", "method", "lr"])
@@ -180,6 +205,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         "information.csv": information(cfg, runs, best, at),
         "lr_vs_rank.csv": lr_vs_rank(best),
         "early_curves.csv": early_coincidence(curves, cfg.analysis.early_steps),
+        "layers.csv": layers(cfg, runs, best),
     }
     out: Path = at.analysis
     out.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 REGIMES = ("rl", "sft")
-METHOD_PATTERN = re.compile(r"^(fullft|lora-r([1-9][0-9]*))$")
+# fullft, or lora-r<rank> with an optional layer scope: -attn (attention only), -mlp (MLP only).
+METHOD_PATTERN = re.compile(r"^(fullft|lora-r([1-9][0-9]*)(?:-(attn|mlp))?)$")
+SCOPES = {"attn": "attention", "mlp": "mlp"}
+SCOPE_LAYERS = {
+    "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "mlp": ("gate_proj", "up_proj", "down_proj"),
+}
 
 
 class ConfigError(ValueError):
@@ -241,7 +247,9 @@ class StudyConfig(Strict):
     def _methods(cls, methods: list[str]) -> list[str]:
         for m in methods:
             if not METHOD_PATTERN.match(m):
-                raise ValueError(f"unknown method {m!r}; use 'fullft' or 'lora-r<rank>' (e.g. lora-r1)")
+                raise ValueError(
+                    f"unknown method {m!r}; use 'fullft' or 'lora-r<rank>[-attn|-mlp]' (e.g. lora-r1, lora-r16-mlp)"
+                )
         if len(set(methods)) != len(methods):
             raise ValueError(f"duplicate methods in {methods} (runs would share a name)")
         return methods
@@ -276,23 +284,24 @@ class StudyConfig(Strict):
                     f"rollout.engine 'vllm' needs a head size in {SUPPORTED_HEAD_SIZES}; architecture gives "
                     f"{self.architecture.head_dim} (hidden_size / num_attention_heads)"
                 )
-        widths = [min(shape) for name, shape in self.adapted_shapes().items()]
         for m in self.methods:
             r = lora_rank(m)
-            if r is not None and r > min(widths):
-                raise ValueError(
-                    f"method {m!r}: rank {r} is larger than the narrowest adapted layer (width {min(widths)})"
-                )
+            if r is None:
+                continue
+            width = min(min(shape) for shape in self.adapted_shapes(m).values())
+            if r > width:
+                raise ValueError(f"method {m!r}: rank {r} is larger than the narrowest adapted layer (width {width})")
         return self
 
-    def adapted_shapes(self) -> dict[str, tuple[int, int]]:
-        """Shapes of the linear layers in one block that the configured LoRA targets adapt."""
+    def scope(self, method: str) -> str:
+        """Which linear layers a LoRA method adapts: its -attn/-mlp suffix, else lora.target_modules."""
+        suffix = METHOD_PATTERN.match(method)[3]
+        return SCOPES[suffix] if suffix else self.lora.target_modules
+
+    def adapted_shapes(self, method: str = "lora-r1") -> dict[str, tuple[int, int]]:
+        """(d_in, d_out) of the linear layers in one block that `method` adapts."""
         shapes = self.architecture.linear_shapes()
-        keep = {
-            "all-linear": shapes.keys(),
-            "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
-            "mlp": ("gate_proj", "up_proj", "down_proj"),
-        }[self.lora.target_modules]
+        keep = SCOPE_LAYERS.get(self.scope(method), shapes.keys())
         return {k: shapes[k] for k in keep}
 
     def runs(self) -> list[RunId]:

@@ -28,7 +28,7 @@ FIGURES = {
 
 
 def method_order(methods) -> list[str]:
-    return sorted(set(methods), key=lambda m: (lora_rank(m) is None, lora_rank(m) or 0))
+    return sorted(set(methods), key=lambda m: (lora_rank(m) is None, lora_rank(m) or 0, m))
 
 
 def _colors(methods):
@@ -186,6 +186,18 @@ def plot_updates(shares: pd.DataFrame, matrices: pd.DataFrame, path: Path) -> No
     plt.close(fig)
 
 
+def layer_findings(table: pd.DataFrame) -> list[str]:
+    """Generated comparison with the original finding: attention-only underperforms, MLP-only ~ all."""
+    out = []
+    for r in table.sort_values(["regime", "model", "rank", "scope"]).itertuples():
+        expected = "worse" if r.scope == "attention" else "parity"
+        agrees = "agrees with" if r.verdict == expected else "differs from"
+        out.append(f"{r.regime.upper()} · {r.model} · rank {r.rank}: {r.scope}-only vs all-linear: {r.verdict} "
+                   f"(gap {r.gap_to_all_linear:+.3f}, CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}]); this {agrees} the "
+                   f"original finding ({'attention-only underperforms' if expected == 'worse' else 'MLP-only matches all layers'}).")
+    return out
+
+
 def findings(verdicts: pd.DataFrame) -> list[str]:
     """One generated sentence per (regime, model)."""
     out = []
@@ -220,6 +232,9 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     plot_updates(updates["shares"], updates["matrices"], out / "updates.png")
 
     sections = build_sections(cfg, at, runs, best, verdicts, info)
+    layer_table = _read(a / "layers.csv")
+    if len(layer_table):
+        sections.insert(3, ("Which layers", [*layer_findings(layer_table), layer_table.round(4)]))
     sections[3:3] = [
         ("Learning rate vs rank", [
             "Best lr per rank (on val), its ratio to FullFT's best (the original fits found ~10x), and the spread "

@@ -10,6 +10,7 @@ rule analysis:
         information=f"{RESULTS}/analysis/information.csv",
         lr_vs_rank=f"{RESULTS}/analysis/lr_vs_rank.csv",
         early_curves=f"{RESULTS}/analysis/early_curves.csv",
+        layers=f"{RESULTS}/analysis/layers.csv",
         summary=f"{RESULTS}/analysis/summary.json",
     log:
         f"{RESULTS}/logs/analysis.log",

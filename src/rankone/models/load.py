@@ -19,11 +19,9 @@ def load_base(model_dir: str | Path):
 
 
 def target_modules(scope: str) -> list[str] | str:
-    return {
-        "all-linear": "all-linear",
-        "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
-        "mlp": ["gate_proj", "up_proj", "down_proj"],
-    }[scope]
+    from rankone.config import SCOPE_LAYERS
+
+    return list(SCOPE_LAYERS[scope]) if scope in SCOPE_LAYERS else "all-linear"
 
 
 def make_policy(model, rank: int | None, alpha: float, scope: str):
