@@ -91,6 +91,10 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             samples.completion_mask_B_C, r.temperature,
         )
         gap_mean, gap_max = sampler_gap(learner_logprobs_B_C, samples.sampler_logprobs_B_C, mask_B_C)
+        if gap_mean > rl.max_logprob_gap:  # never learn from another policy's rollouts
+            engine.close()
+            ctx.finish("stale-sampler")
+            check_fresh(gap_mean, rl.max_logprob_gap, f"{run.path} step {step}")
         ratio_B_C = importance_ratio(learner_logprobs_B_C, samples.sampler_logprobs_B_C, mask_B_C)
         keep_B = keep_P.repeat_interleave(G).float()
         advantages_B = advantages_P_G.reshape(-1)
@@ -118,10 +122,6 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             "tokens": int(mask_B_C.sum()),
         })
         ctx.timings.append({"step": step, "sample_seconds": t_sample, "seconds": time.time() - t0})
-        if gap_mean > rl.max_logprob_gap:
-            engine.close()
-            ctx.finish("stale-sampler")
-            check_fresh(gap_mean, rl.max_logprob_gap, f"{run.path} step {step}")
         if diverged(float(loss.detach())) or diverged(grad_norm):
             status = "diverged"
             log.warning("%s: diverged at step %d (loss %s, grad norm %s)", run.path, step, float(loss), grad_norm)
