@@ -87,8 +87,11 @@ def test_changing_one_learning_rate_reruns_only_its_jobs(smoke):
     finally:
         path.write_text(original)
     assert out.returncode == 0, out.stderr
+    # the new lr's runs train; the FullFT-RL evaluation of each model, the FullFT update
+    # analysis, the analysis and the report follow; nothing else (no data, models, rollouts).
     n = len(cfg["models"]) * len(cfg["seeds"])
-    assert job_counts(out.stdout + out.stderr) == {"train": n, "evaluate": n, "analysis": 1, "report": 1, "all": 1}
+    assert job_counts(out.stdout + out.stderr) == {
+        "train": n, "evaluate": len(cfg["models"]), "updates": 1, "analysis": 1, "report": 1, "all": 1}
 
 
 def test_rankone_cli_reruns_a_single_job(smoke, tmp_path):

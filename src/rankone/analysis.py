@@ -36,11 +36,17 @@ class IncompleteRunError(RuntimeError):
 
 def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows, curves = [], []
+    evaluations: dict[str, dict] = {}
+    for regime, model, method in {(r.regime, r.model, r.method) for r in cfg.runs()}:
+        path = at.evaluation(regime, model, method)
+        if not path.is_file():
+            raise IncompleteRunError(f"{regime}/{model}/{method}: missing {path}")
+        evaluations.update({e["run"]: e for e in read_jsonl(path)})
     for run in cfg.runs():
-        trained_path, eval_path = at.train(run) / "run.json", at.evaluate(run) / "metrics.json"
-        if not trained_path.is_file() or not eval_path.is_file():
-            raise IncompleteRunError(f"{run.path}: missing {trained_path if not trained_path.is_file() else eval_path}")
-        trained, evaluated = read_json(trained_path), read_json(eval_path)
+        trained_path = at.train(run) / "run.json"
+        if not trained_path.is_file() or run.path not in evaluations:
+            raise IncompleteRunError(f"{run.path}: not trained and evaluated")
+        trained, evaluated = read_json(trained_path), evaluations[run.path]
         metric, sign = SCORE[run.regime]
         row = {
             "regime": run.regime, "model": run.model, "method": run.method, "rank": run.rank,

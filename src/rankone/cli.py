@@ -61,9 +61,15 @@ def cmd_evaluate(cfg: StudyConfig, args) -> None:
     from rankone import evaluate
     from rankone.data import verify
 
-    run, at = _run_id(cfg, args.run), Layout(cfg)
-    verify(at.data(run.regime))
-    evaluate.run(cfg, run, at.model(run.model), at.data(run.regime), at.train(run), at.evaluate(run))
+    parts = args.method.strip("/").split("/")
+    if len(parts) != 3:
+        raise ConfigError(f"--method {args.method!r} is not of the form <regime>/<model>/<method>")
+    at = Layout(cfg)
+    verify(at.data(parts[0]))
+    try:
+        evaluate.run(cfg, *parts, at)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def cmd_analysis(cfg: StudyConfig, args) -> None:
@@ -108,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     stage("models", cmd_models, "build and warm-start a base model", model="model preset name")
     stage("rollouts", cmd_rollouts, "base-policy rollout statistics", model="model preset name")
     stage("train", cmd_train, "train one run", run="<regime>/<model>/<method>/lr<lr>/seed<seed>")
-    stage("evaluate", cmd_evaluate, "evaluate one trained run", run="<regime>/<model>/<method>/lr<lr>/seed<seed>")
+    stage("evaluate", cmd_evaluate, "evaluate every run of one method (all lrs, seeds)",
+          method="<regime>/<model>/<method>, e.g. rl/qwen3-tiny/lora-r1")
     stage("analysis", cmd_analysis, "tables, best learning rates, verdicts")
     stage("updates", cmd_updates, "structure of FullFT weight updates (share changed, rank, overlap)")
     stage("report", cmd_report, "figures, report.md and index.html")

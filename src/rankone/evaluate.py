@@ -1,6 +1,8 @@
 """The evaluate stage: every trained run on val and test.
 
-Greedy accuracy, sampled pass@1 and mean reward for both regimes; for SFT also the
+One job per (regime, model, method) evaluates all its learning rates and seeds, so
+data, tokenizer and base model load once (a process per run cost more than the
+evaluation itself). Greedy accuracy, sampled pass@1 and mean reward for both regimes; for SFT also the
 negative log-likelihood of the answers (test NLL), and the bits absorbed: the drop in
 total NLL of the training set from the base model to the trained one.
 """
@@ -14,7 +16,7 @@ import torch
 
 from rankone.config import RunId, StudyConfig
 from rankone.info import NATS_TO_BITS
-from rankone.io import log, provenance, read_json, read_jsonl, seed_everything, write_json
+from rankone.io import log, provenance, read_json, read_jsonl, seed_everything, write_jsonl
 from rankone.models.load import load_base, load_policy
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts, sample
 
@@ -49,30 +51,45 @@ def score(cfg: StudyConfig, model, tokenizer, task, rows: list[dict], seed: int)
     }
 
 
-def run(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, train_dir: Path, out_dir: Path) -> dict:
-    started = time.time()
+def evaluate_run(cfg: StudyConfig, run: RunId, model_dir: Path, splits: dict, base_train_nats: float | None,
+                 train_dir: Path) -> dict:
     seed_everything(run.seed, cfg.threads)
     trained = read_json(train_dir / "run.json")
     result: dict = {"run": run.path, "status": trained["status"]}
-    if trained["status"] == "completed":
-        model, tokenizer = load_policy(model_dir, train_dir / "weights", run.rank)
-        task = cfg.tasks[run.regime].task()
-        for split in ("val", "test"):
-            rows = read_jsonl(data_dir / f"{split}.jsonl")[: cfg.evaluate.n_prompts]
-            result[split] = score(cfg, model, tokenizer, task, rows, run.seed)
-            if run.regime == "sft":
-                nats, tokens = answer_nll_nats(model, tokenizer, rows)
-                result[split]["nll"] = nats / tokens
-                result[split]["nll_bits_per_token"] = nats / tokens * NATS_TO_BITS
+    if trained["status"] != "completed":
+        return result
+    model, tokenizer = load_policy(model_dir, train_dir / "weights", run.rank)
+    task = cfg.tasks[run.regime].task()
+    for split in ("val", "test"):
+        rows = splits[split]
+        result[split] = score(cfg, model, tokenizer, task, rows, run.seed)
         if run.regime == "sft":
-            train_rows = read_jsonl(data_dir / "train.jsonl")
-            base, _ = load_base(model_dir)
-            base_nats, _ = answer_nll_nats(base, tokenizer, train_rows)
-            final_nats, _ = answer_nll_nats(model, tokenizer, train_rows)
-            result["train_nll_bits_base"] = base_nats * NATS_TO_BITS
-            result["train_nll_bits_final"] = final_nats * NATS_TO_BITS
-            result["bits_absorbed"] = (base_nats - final_nats) * NATS_TO_BITS
-        log.info("%s: val %s", run.path, result["val"])
-    result["provenance"] = provenance(cfg.digest("evaluate", "rollout", "tasks"), run.seed, started)
-    write_json(out_dir / "metrics.json", result)
+            nats, tokens = answer_nll_nats(model, tokenizer, rows)
+            result[split]["nll"] = nats / tokens
+            result[split]["nll_bits_per_token"] = nats / tokens * NATS_TO_BITS
+    if run.regime == "sft":
+        final_nats, _ = answer_nll_nats(model, tokenizer, splits["train"])
+        result["train_nll_bits_base"] = base_train_nats * NATS_TO_BITS
+        result["train_nll_bits_final"] = final_nats * NATS_TO_BITS
+        result["bits_absorbed"] = (base_train_nats - final_nats) * NATS_TO_BITS
+    log.info("%s: val %s", run.path, result["val"])
     return result
+
+
+def run(cfg: StudyConfig, regime: str, model: str, method: str, at) -> list[dict]:
+    """Evaluate every run of (regime, model, method); write one JSON line per run."""
+    started = time.time()
+    runs = [r for r in cfg.runs() if (r.regime, r.model, r.method) == (regime, model, method)]
+    if not runs:
+        raise ValueError(f"no runs for {regime}/{model}/{method} in the study's grid")
+    data_dir, model_dir = at.data(regime), at.model(model)
+    splits = {s: read_jsonl(data_dir / f"{s}.jsonl")[: cfg.evaluate.n_prompts] for s in ("val", "test")}
+    base_train_nats = None
+    if regime == "sft":
+        splits["train"] = read_jsonl(data_dir / "train.jsonl")
+        base, tokenizer = load_base(model_dir)
+        base_train_nats, _ = answer_nll_nats(base, tokenizer, splits["train"])
+    results = [evaluate_run(cfg, r, model_dir, splits, base_train_nats, at.train(r)) for r in runs]
+    prov = provenance(cfg.digest("evaluate", "rollout", "tasks"), None, started)
+    write_jsonl(at.evaluation(regime, model, method), [{**r, "provenance": prov} for r in results])
+    return results

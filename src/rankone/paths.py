@@ -31,8 +31,9 @@ class Layout:
     def train(self, run: RunId) -> Path:
         return self.root / "train" / run.path
 
-    def evaluate(self, run: RunId) -> Path:
-        return self.root / "evaluate" / run.path
+    def evaluation(self, regime: str, model: str, method: str) -> Path:
+        """One JSON line per run of (regime, model, method)."""
+        return self.root / "evaluate" / regime / model / method / "metrics.jsonl"
 
     @property
     def analysis(self) -> Path:

@@ -1,7 +1,7 @@
 rule analysis:
     input:
         train=run_files("train", "run.json"),
-        evaluate=run_files("evaluate", "metrics.json"),
+        evaluate=evaluation_files(),
     output:
         runs=f"{RESULTS}/analysis/runs.csv",
         curves=f"{RESULTS}/analysis/curves.csv",

@@ -38,6 +38,21 @@ def run_id(wildcards):
     return RUN.format(**wildcards)
 
 
+def method_id(wildcards):
+    return f"{wildcards.regime}/{wildcards.model}/{wildcards.method}"
+
+
+def method_runs(wildcards):
+    """run.json and weights of every run (lr, seed) of one (regime, model, method)."""
+    group = (wildcards.regime, wildcards.model, wildcards.method)
+    return [
+        f"{RESULTS}/train/{run.path}/{name}"
+        for run in STUDY.runs()
+        if (run.regime, run.model, run.method) == group
+        for name in ("run.json", "weights")
+    ]
+
+
 def data_digest(wildcards):
     return STUDY.digest("seed", f"tasks.{wildcards.regime}")
 
@@ -63,6 +78,11 @@ def data_inputs(wildcards):
 
 def run_files(stage, filename):
     return [f"{RESULTS}/{stage}/{run.path}/{filename}" for run in STUDY.runs()]
+
+
+def evaluation_files():
+    groups = sorted({(run.regime, run.model, run.method) for run in STUDY.runs()})
+    return [f"{RESULTS}/evaluate/{g}/{m}/{x}/metrics.jsonl" for g, m, x in groups]
 
 
 def fullft_weights():

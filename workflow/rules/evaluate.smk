@@ -2,12 +2,11 @@ rule evaluate:
     input:
         model=f"{RESULTS}/models/{{model}}",
         data=data_inputs,
-        run=f"{RESULTS}/train/{RUN}/run.json",
-        weights=f"{RESULTS}/train/{RUN}/weights",
+        runs=method_runs,
     output:
-        f"{RESULTS}/evaluate/{RUN}/metrics.json",
+        f"{RESULTS}/evaluate/{{regime}}/{{model}}/{{method}}/metrics.jsonl",
     log:
-        f"{RESULTS}/logs/evaluate/{RUN}.log",
+        f"{RESULTS}/logs/evaluate/{{regime}}/{{model}}/{{method}}.log",
     conda:
         ML_ENV
     threads: STUDY.threads
@@ -15,7 +14,7 @@ rule evaluate:
         rankone=RANKONE,
         config=STUDY_CONFIG,
         code=code("evaluate"),
-        run=run_id,
+        method=method_id,
         digest=evaluate_digest,
     shell:
-        "{params.rankone} evaluate --config {params.config} --run {params.run} 2> {log}"
+        "{params.rankone} evaluate --config {params.config} --method {params.method} 2> {log}"
