@@ -43,6 +43,9 @@ def test_same_config_and_seed_give_identical_metrics_and_weights(study, tmp_path
         assert all(math.isfinite(v) for v in r.values() if isinstance(v, float))
     info = read_json(tmp_path / "a/run.json")
     assert info["provenance"]["seed"] == run.seed and info["trainable_parameters"] > 0
+    prov = info["provenance"]
+    assert {"config_digest", "packages", "git", "host", "started", "finished", "command"} <= set(prov)
+    assert info["resolved_config"]["learning_rates"] == cfg.model_dump(mode="json")["learning_rates"]
 
 
 def test_different_seeds_differ(study, tmp_path):

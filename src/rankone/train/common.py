@@ -118,6 +118,7 @@ class Run:
             **self.state,
             **(extra or {}),
             "provenance": provenance(self.cfg.digest(), self.run.seed, self.started),
+            "resolved_config": self.cfg.model_dump(mode="json"),
         }
         write_json(self.out_dir / "run.json", info)
         self.checkpoint_path.unlink(missing_ok=True)
