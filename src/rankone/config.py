@@ -17,7 +17,6 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-REGIMES = ("rl", "sft")
 # fullft, or lora-r<rank> with an optional layer scope: -attn (attention only), -mlp (MLP only).
 METHOD_PATTERN = re.compile(r"^(fullft|lora-r([1-9][0-9]*)(?:-(attn|mlp))?)$")
 SCOPES = {"attn": "attention", "mlp": "mlp"}

@@ -231,33 +231,15 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     updates = {name: _read(a / f"update_{name}.csv") for name in ("shares", "matrices", "overlap")}
     plot_updates(updates["shares"], updates["matrices"], out / "updates.png")
 
-    sections = build_sections(cfg, at, runs, best, verdicts, info)
-    layer_table = _read(a / "layers.csv")
-    if len(layer_table):
-        sections.insert(3, ("Which layers", [*layer_findings(layer_table), layer_table.round(4)]))
-    sections[3:3] = [
-        ("Learning rate vs rank", [
-            "Best lr per rank (on val), its ratio to FullFT's best (the original fits found ~10x), and the spread "
-            "of LoRA's best lrs across ranks in decades. Early curves: the largest gap between the ranks' mean "
-            f"curves over the first {cfg.analysis.early_steps} steps at each lr all ranks ran.",
-            ("figure", "lr_vs_rank.png"), lr_rank.round(5), _read(a / "early_curves.csv").round(4),
-        ]),
-        ("Update structure (FullFT)", [
-            "delta = after - before for every weight, FullFT at its best lr. Shares changed: exactly, beyond "
-            "atol 1e-5 in fp32, and after a bf16 cast. Rank per matrix by torch.linalg.matrix_rank (fp32); "
-            "effective rank = exp(entropy of normalised singular values). Overlap: Jaccard of the changed sets "
-            "(atol) across seeds against independent sets of the same densities.",
-            ("figure", "updates.png"), updates["shares"].round(4), updates["overlap"].round(4),
-            _matrix_summary(updates["matrices"]),
-        ]),
-    ]
+    early, layer_table = _read(a / "early_curves.csv"), _read(a / "layers.csv")
+    sections = build_sections(cfg, at, runs, best, verdicts, info, lr_rank, early, updates, layer_table)
     with atomic_path(out / "report.md") as tmp:
         tmp.write_text(to_markdown(cfg, sections))
     with atomic_path(out / "index.html") as tmp:
         tmp.write_text(to_html(cfg, sections))
 
 
-def build_sections(cfg, at, runs, best, verdicts, info) -> list[tuple[str, list]]:
+def build_sections(cfg, at, runs, best, verdicts, info, lr_rank, early, updates, layer_table) -> list[tuple[str, list]]:
     """(heading, blocks); a block is a str paragraph, a DataFrame, or ("figure", file)."""
     rollouts = []
     for model in cfg.models:
@@ -287,6 +269,21 @@ def build_sections(cfg, at, runs, best, verdicts, info) -> list[tuple[str, list]
         ]),
         ("RL learning curves", [("figure", "rl_curves.png")]),
         ("Learning-rate sweeps", [("figure", "lr_sweep.png"), best.round(4)]),
+        ("Learning rate vs rank", [
+            "Best lr per rank (on val), its ratio to FullFT's best (the original fits found ~10x), and the spread "
+            "of LoRA's best lrs across ranks in decades. Early curves: the largest gap between the ranks' mean "
+            f"curves over the first {cfg.analysis.early_steps} steps at each lr all ranks ran.",
+            ("figure", "lr_vs_rank.png"), lr_rank.round(5), early.round(4),
+        ]),
+        ("Update structure (FullFT)", [
+            "delta = after - before for every weight, FullFT at its best lr. Shares changed: exactly, beyond "
+            "atol 1e-5 in fp32, and after a bf16 cast. Rank per matrix by torch.linalg.matrix_rank (fp32); "
+            "effective rank = exp(entropy of normalised singular values). Overlap: Jaccard of the changed sets "
+            "(atol) across seeds against independent sets of the same densities.",
+            ("figure", "updates.png"), updates["shares"].round(4), updates["overlap"].round(4),
+            _matrix_summary(updates["matrices"]),
+        ]),
+        *([("Which layers", [*layer_findings(layer_table), layer_table.round(4)])] if len(layer_table) else []),
         ("SFT loss curves", [("figure", "sft_curves.png")]),
         ("Information vs capacity", [
             f"SFT dataset: {sft_bits:,.0f} bits. Capacity line: {cfg.analysis.bits_per_param:g} bits per trainable "

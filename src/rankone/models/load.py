@@ -5,17 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def load_base(model_dir: str | Path):
-    """The base model and tokenizer saved by the models stage (or any HF checkpoint folder)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_tokenizer(model_dir: str | Path):
+    """The tokenizer saved beside the base model, left-padding prompts for generation."""
+    from transformers import AutoTokenizer
 
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"no model at {str(model_dir)!r} (missing config.json); run the models stage first")
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tokenizer.padding_side = "left"
-    return model, tokenizer
+    return tokenizer
+
+
+def load_base(model_dir: str | Path):
+    """The base model and tokenizer saved by the models stage (or any HF checkpoint folder)."""
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = load_tokenizer(model_dir)
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32"), tokenizer
 
 
 def target_modules(scope: str) -> list[str] | str:
@@ -46,15 +53,14 @@ def load_policy(model_dir: str | Path, weights_dir: str | Path | None, rank: int
     """A trained policy for evaluation: base + adapter (LoRA) or the full weights (FullFT)."""
     from transformers import AutoModelForCausalLM
 
-    model, tokenizer = load_base(model_dir)
-    if weights_dir is None:
-        return model, tokenizer
-    if rank is None:
-        model = AutoModelForCausalLM.from_pretrained(weights_dir, dtype="float32")
+    if weights_dir is not None and rank is None:  # FullFT saved the whole model: no base needed
+        model, tokenizer = AutoModelForCausalLM.from_pretrained(weights_dir, dtype="float32"), load_tokenizer(model_dir)
     else:
-        from peft import PeftModel
+        model, tokenizer = load_base(model_dir)
+        if weights_dir is not None:
+            from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, weights_dir)
+            model = PeftModel.from_pretrained(model, weights_dir)
     model.eval()
     return model, tokenizer
 

@@ -48,6 +48,12 @@ def completion_mask(completion_B_C: torch.Tensor, eos_id: int) -> torch.Tensor:
     return (after_eos_B_C == 0).long()
 
 
+def decode_completions(tokenizer, rows: list[list[int]]) -> list[str]:
+    """Completion text before the first <eos> (the whole row when there is none)."""
+    eos = tokenizer.eos_token_id
+    return [tokenizer.decode(r[: r.index(eos)] if eos in r else r, skip_special_tokens=True) for r in rows]
+
+
 def completion_logprobs(
     model, prompt_ids_B_P, prompt_mask_B_P, completion_B_C, completion_mask_B_C, temperature: float = 1.0
 ) -> torch.Tensor:
@@ -96,10 +102,7 @@ def sample(
     mask_B_C = completion_mask(completion_B_C, tokenizer.eos_token_id)
     logits_B_C_V = torch.stack(out.logits, dim=1).float() / (1.0 if greedy else temperature)
     logprobs_B_C = torch.gather(F.log_softmax(logits_B_C_V, -1), 2, completion_B_C.unsqueeze(-1)).squeeze(-1)
-    eos = tokenizer.eos_token_id
-    texts, reasons = [], []
-    for row in completion_B_C.tolist():
-        stop = eos in row
-        texts.append(tokenizer.decode(row[: row.index(eos)] if stop else row, skip_special_tokens=True))
-        reasons.append("stop" if stop else "length")
+    rows = completion_B_C.tolist()
+    texts = decode_completions(tokenizer, rows)
+    reasons = ["stop" if tokenizer.eos_token_id in row else "length" for row in rows]
     return Samples(prompt_ids_B_P, prompt_mask_B_P, completion_B_C, mask_B_C, logprobs_B_C * mask_B_C, texts, reasons)

@@ -13,7 +13,7 @@ Keeping it the learner, step after step:
   Not a restart from a saved checkpoint either: that costs seconds per step.
 
 The engine core runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`): no
-worker to spawn for tiny models, and `apply_model` reaches the model directly.
+worker to spawn for tiny models, and `collective_rpc` calls the worker directly.
 Sampling seeds come from torch's global RNG, so a seeded run draws the same samples.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from rankone.models.sequences import Samples, completion_mask, encode_prompts
+from rankone.models.sequences import Samples, completion_mask, decode_completions, encode_prompts
 
 # vLLM's CPU attention kernels support these head sizes only.
 SUPPORTED_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
@@ -104,14 +104,13 @@ class VLLMEngine:
                 logprobs.append([lp[token].logprob for token, lp in zip(out.token_ids, out.logprobs)])
                 reasons.append("stop" if out.finish_reason == "stop" else "length")
         width = max(len(r) for r in rows)
-        pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
-        completion_B_C = torch.full((len(rows), width), pad, dtype=torch.long)
+        completion_B_C = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
         logprobs_B_C = torch.zeros((len(rows), width))
         for i, (row, lp) in enumerate(zip(rows, logprobs)):
             completion_B_C[i, : len(row)] = torch.tensor(row, dtype=torch.long)
             logprobs_B_C[i, : len(lp)] = torch.tensor(lp)
-        mask_B_C = completion_mask(completion_B_C, eos)
-        texts = [self.tokenizer.decode(r[: r.index(eos)] if eos in r else r, skip_special_tokens=True) for r in rows]
+        mask_B_C = completion_mask(completion_B_C, self.tokenizer.eos_token_id)
+        texts = decode_completions(self.tokenizer, rows)
         return Samples(
             prompt_ids_B_P.repeat_interleave(n, 0),
             prompt_mask_B_P.repeat_interleave(n, 0),
