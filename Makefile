@@ -1,11 +1,12 @@
 # make study : set up .venv from the lock (if missing) and run the default study
 # make test  : set up .venv (if missing) and run the test suite
+# make layers / make capacity : the two experiments layered over the default study
 VENV := .venv
 PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: study smoke test benchmark lint env
+.PHONY: study smoke layers capacity test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -20,6 +21,12 @@ study: env
 
 smoke: env
 	snakemake --cores all --configfile config/smoke.yaml
+
+layers: env
+	snakemake --cores all --configfile config/experiments/layers.yaml
+
+capacity: env
+	snakemake --cores all --configfile config/experiments/capacity.yaml
 
 test: env
 	pytest

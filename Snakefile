@@ -1,5 +1,5 @@
 # rankone: how much adapter capacity does RL need? The DAG, stage by stage:
-# data -> models -> rollouts -> train -> evaluate -> analysis (+ updates) -> report
+# data -> models -> rollouts -> train -> evaluate -> analysis (+ updates, capacity) -> report
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -8,7 +8,8 @@ min_version("9.0")
 configfile: "config/default.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+# Defaults are filled in by the typed config (rankone.config), not here.
+validate(config, "workflow/schemas/config.schema.yaml", set_default=False)
 
 
 # The CPU image built from envs/Containerfile (used with --sdm apptainer).
@@ -23,6 +24,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/updates.smk"
+include: "workflow/rules/capacity.smk"
 include: "workflow/rules/report.smk"
 
 

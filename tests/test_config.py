@@ -16,6 +16,27 @@ def test_shipped_configs_are_valid():
     assert {r.regime for r in smoke.runs()} == {"rl", "sft"}
 
 
+def layered(base: dict, over: dict) -> dict:
+    """`over` merged into `base` the way Snakemake layers --configfile files (dicts merge, values replace)."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = layered(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return out
+
+
+@pytest.mark.parametrize("name", ["layers", "capacity"])
+def test_experiment_configs_layer_over_the_default(name, tmp_path):
+    default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
+    over = yaml.safe_load((ROOT / "config" / "experiments" / f"{name}.yaml").read_text())
+    cfg = validate(layered(default, over))
+    assert cfg.experiment == name
+    if name == "capacity":
+        assert cfg.regimes == ["rl"] and cfg.capacity.n_facts == [128, 512, 2048]
+        assert {len(cfg.capacity_study(n).runs()) for n in cfg.capacity.n_facts} == {2 * 5 * 3}
+    else:
+        assert {cfg.scope(m) for m in cfg.methods} == {"all-linear", "attention", "mlp"}
+
+
 BAD = [
     ({"seeds": "zero"}, "seeds"),
     ({"models": ["gpt-tiny"]}, "unknown model 'gpt-tiny'"),
@@ -43,6 +64,14 @@ BAD = [
     ({"models": ["llama-tiny", "mine"], "local_models": {"mine": "/nonexistent/checkpoint"}},
      "local_models: mine: no transformers checkpoint at '/nonexistent/checkpoint'"),
     ({"results_dir": "/proc/rankone-results"}, "results_dir: cannot write under"),
+    ({"capacity": {"n_facts": [64, 32]}}, "capacity.n_facts: .*distinct and increasing"),
+    ({"capacity": {"n_facts": [32], "methods": ["lora-r64"]}}, "rank 64 is larger than the narrowest"),
+    ({"capacity": {"n_facts": [8, 64], "methods": ["fullft"], "probes": 8}}, "sizes .8. are below 2 x capacity.probes"),
+    ({"capacity": {"n_facts": [32], "methods": ["fullft", "qlora"]}}, "unknown method 'qlora'"),
+    ({"capacity": {"n_facts": [32], "methods": ["fullft"], "probes": 8}, "tasks": {
+        "rl": {"name": "arithmetic", "params": {"max_operand": 9, "n_val": 16, "n_test": 16}},
+        "sft": {"name": "arithmetic", "params": {"max_operand": 9, "n_val": 16, "n_test": 16}}}},
+     "needs tasks.sft to be the facts task"),
     ({"rollout": {"engine": "vllm"}, "architecture": {"hidden_size": 64, "num_attention_heads": 4,
                                                       "num_key_value_heads": 1, "intermediate_size": 64}},
      "needs a head size"),
@@ -65,6 +94,18 @@ def test_cli_rejects_bad_config_before_work(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "rankone.cli", "check", "--config", str(tmp_path / "nope.yaml")],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_capacity_sub_study_is_the_sft_regime_on_a_table_of_that_size():
+    cfg = validate(smoke_dict())
+    sub = cfg.capacity_study(32)
+    assert sub.regimes == ["sft"] and sub.capacity is None
+    assert sub.tasks["sft"].params == {"n_facts": 32, "digits": 2, "n_val": 8, "n_test": 8}
+    assert (sub.methods, sub.seeds) == (cfg.capacity.methods, cfg.capacity.seeds)
+    assert sub.architecture == cfg.architecture and sub.sft == cfg.sft
+    assert len(sub.runs()) == len(cfg.models) * len(cfg.capacity.methods) * len(cfg.capacity.seeds)
+    with pytest.raises(ConfigError, match="table size 48 is not in capacity.n_facts"):
+        cfg.capacity_study(48)
 
 
 def test_run_ids_round_trip():

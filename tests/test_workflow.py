@@ -65,9 +65,27 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
     assert set(verdicts.verdict) <= {"parity", "worse", "better", "inconclusive"}
     assert len(verdicts) == len(cfg.regimes) * len(cfg.models) * (len(cfg.methods) - 1)
     report = smoke / at.report
-    for name in ("report.md", "index.html", "rl_curves.png", "sft_curves.png", "lr_sweep.png", "information.png"):
+    for name in ("report.md", "index.html", "rl_curves.png", "sft_curves.png", "lr_sweep.png", "information.png",
+                 "rl_bits.png"):
         assert (report / name).stat().st_size > 0, name
     assert "Verdicts" in (report / "report.md").read_text()
+
+
+def test_smoke_capacity_experiment_sits_beside_the_rl_runs(smoke):
+    cfg = load(smoke / "config/smoke.yaml")
+    at = Layout(cfg)
+    table = pd.read_csv(smoke / at.analysis / "capacity.csv")
+    assert len(table) == len(cfg.capacity.n_facts) * len(cfg.models) * len(cfg.capacity.methods)
+    assert sorted(table.n_facts.unique()) == cfg.capacity.n_facts
+    assert table.bits_absorbed.map(math.isfinite).all()
+    assert (table.share_stored == table.bits_absorbed / table.dataset_bits).all()
+    chart = pd.read_csv(smoke / at.analysis / "capacity_chart.csv")
+    assert set(chart.regime) == {"rl", "sft"}  # both regimes on one chart
+    falloff = pd.read_csv(smoke / at.analysis / "capacity_falloff.csv")
+    assert len(falloff) == len(cfg.capacity.n_facts) * len(cfg.models)
+    for name in ("capacity.png", "capacity_falloff.png"):
+        assert (smoke / at.report / name).stat().st_size > 0, name
+    assert "## Capacity" in (smoke / at.report / "report.md").read_text()
 
 
 def test_second_run_does_nothing(smoke):
@@ -88,10 +106,12 @@ def test_changing_one_learning_rate_reruns_only_its_jobs(smoke):
         path.write_text(original)
     assert out.returncode == 0, out.stderr
     # the new lr's runs train; the FullFT-RL evaluation of each model, the FullFT update
-    # analysis, the analysis and the report follow; nothing else (no data, models, rollouts).
+    # analysis, the analysis, the capacity chart (it shows the RL runs) and the report
+    # follow; nothing else (no data, models, rollouts, capacity runs).
     n = len(cfg["models"]) * len(cfg["seeds"])
     assert job_counts(out.stdout + out.stderr) == {
-        "train": n, "evaluate": len(cfg["models"]), "updates": 1, "analysis": 1, "report": 1, "all": 1}
+        "train": n, "evaluate": len(cfg["models"]), "updates": 1, "analysis": 1, "capacity": 1, "report": 1,
+        "all": 1}
 
 
 def test_rankone_cli_reruns_a_single_job(smoke, tmp_path):
@@ -104,6 +124,14 @@ def test_rankone_cli_reruns_a_single_job(smoke, tmp_path):
                          cwd=smoke, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert metrics.read_bytes() == before  # same job, same bytes
+
+    n, capacity_run = cfg.capacity.n_facts[0], cfg.capacity_study(cfg.capacity.n_facts[0]).runs()[0]
+    metrics = smoke / Layout(cfg).capacity(n).train(capacity_run) / "metrics.jsonl"
+    before = metrics.read_bytes()
+    out = subprocess.run(["rankone", "train", "--config", "config/smoke.yaml", "--run", capacity_run.path,
+                          "--capacity", str(n)], cwd=smoke, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert metrics.read_bytes() == before
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
 """The analysis stage: reads run outputs only (never training code) and decides.
 
 - `runs.csv`: one row per run, with its val and test metrics and information counts.
-- `curves.csv`: the per-step learning curve of every run (RL reward, SFT loss).
+- `curves.csv`: the per-step learning curve of every run (RL reward, SFT loss), and for
+  RL the per-step reward and advantage entropies and the cumulative information bound.
 - `best_lr.csv`: the best learning rate per (regime, model, method), chosen on **val**.
 - `lr_vs_rank.csv`, `early_curves.csv`: best lr per rank against FullFT's, and how
   closely the ranks' early learning curves coincide at equal lr.
@@ -28,6 +29,9 @@ from rankone.paths import Layout
 
 SCORE = {"rl": ("mean_reward", 1.0), "sft": ("nll", -1.0)}  # metric, sign (higher score is better)
 CURVE = {"rl": "reward", "sft": "loss"}
+# RL's per-step information: entropy of the batch's rewards, mean entropy of a group's
+# rewards (what its advantages carry), and the cumulative bound so far.
+STEP_BITS = ("reward_entropy_bits", "advantage_entropy_bits", "info_bound_bits")
 
 
 class IncompleteRunError(RuntimeError):
@@ -64,7 +68,8 @@ def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame]:
         steps = read_jsonl(at.train(run) / "metrics.jsonl")
         for s in steps:
             curves.append({"regime": run.regime, "model": run.model, "method": run.method, "lr": run.lr,
-                           "seed": run.seed, "step": s["step"], "value": s.get(CURVE[run.regime])})
+                           "seed": run.seed, "step": s["step"], "value": s.get(CURVE[run.regime]),
+                           **{k: s.get(k) for k in STEP_BITS}})
         tail = steps[-max(1, len(steps) // 10):]
         row["train_final"] = sum(s.get(CURVE[run.regime], math.nan) for s in tail) / len(tail) if tail else math.nan
         rows.append(row)

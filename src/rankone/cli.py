@@ -26,10 +26,21 @@ def _run_id(cfg: StudyConfig, text: str) -> RunId:
     return run
 
 
+def _scoped(cfg: StudyConfig, args) -> tuple[StudyConfig, Layout]:
+    """The study and layout a job runs in: the study itself, or with --capacity N its
+    capacity sub-study at table size N."""
+    if args.capacity is None:
+        return cfg, Layout(cfg)
+    return cfg.capacity_study(args.capacity), Layout(cfg).capacity(args.capacity)
+
+
 def cmd_data(cfg: StudyConfig, args) -> None:
     from rankone import data
 
-    data.build(cfg, args.regime, Layout(cfg).data(args.regime))
+    cfg, at = _scoped(cfg, args)
+    if args.regime not in cfg.tasks or (args.capacity is not None and args.regime != "sft"):
+        raise ConfigError(f"--regime {args.regime!r}: no such task here (capacity sub-studies have sft only)")
+    data.build(cfg, args.regime, at.data(args.regime))
 
 
 def cmd_models(cfg: StudyConfig, args) -> None:
@@ -52,7 +63,8 @@ def cmd_train(cfg: StudyConfig, args) -> None:
     from rankone.data import verify
     from rankone.train import TRAINERS
 
-    run, at = _run_id(cfg, args.run), Layout(cfg)
+    cfg, at = _scoped(cfg, args)
+    run = _run_id(cfg, args.run)
     verify(at.data(run.regime))
     TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), at.train(run))
 
@@ -64,7 +76,7 @@ def cmd_evaluate(cfg: StudyConfig, args) -> None:
     parts = args.method.strip("/").split("/")
     if len(parts) != 3:
         raise ConfigError(f"--method {args.method!r} is not of the form <regime>/<model>/<method>")
-    at = Layout(cfg)
+    cfg, at = _scoped(cfg, args)
     verify(at.data(parts[0]))
     try:
         evaluate.run(cfg, *parts, at)
@@ -76,6 +88,14 @@ def cmd_analysis(cfg: StudyConfig, args) -> None:
     from rankone import analysis
 
     analysis.run(cfg, Layout(cfg))
+
+
+def cmd_capacity(cfg: StudyConfig, args) -> None:
+    from rankone import capacity
+
+    if cfg.capacity is None:
+        raise ConfigError("the study has no capacity section (see config/experiments/capacity.yaml)")
+    capacity.run(cfg, Layout(cfg))
 
 
 def cmd_updates(cfg: StudyConfig, args) -> None:
@@ -90,33 +110,45 @@ def cmd_report(cfg: StudyConfig, args) -> None:
     report.run(cfg, Layout(cfg))
 
 
+def capacity_runs(cfg: StudyConfig) -> list[tuple[int, RunId]]:
+    """(table size, run) of every capacity run, in a stable order (none without capacity)."""
+    sizes = cfg.capacity.n_facts if cfg.capacity else []
+    return [(n, run) for n in sizes for run in cfg.capacity_study(n).runs()]
+
+
 def cmd_runs(cfg: StudyConfig, args) -> None:
     for run in cfg.runs():
         print(run.path)
+    for n, run in capacity_runs(cfg):
+        print(f"{run.path} --capacity {n}")
 
 
 def cmd_check(cfg: StudyConfig, args) -> None:
-    print(f"{args.config}: valid, {len(cfg.runs())} training runs")
+    print(f"{args.config}: valid, {len(cfg.runs())} training runs, {len(capacity_runs(cfg))} capacity runs")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rankone", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def stage(name, func, help, **ids):
+    def stage(name, func, help, capacity=False, **ids):
         p = sub.add_parser(name, help=help)
         p.add_argument("--config", required=True, help="study config YAML (e.g. config/default.yaml)")
         for flag, text in ids.items():
             p.add_argument(f"--{flag}", required=True, help=text)
+        if capacity:
+            p.add_argument("--capacity", type=int, metavar="N_FACTS",
+                           help="run in the capacity sub-study at this table size (capacity.n_facts)")
         p.set_defaults(func=func)
 
-    stage("data", cmd_data, "build a task's splits", regime="rl or sft")
+    stage("data", cmd_data, "build a task's splits", capacity=True, regime="rl or sft")
     stage("models", cmd_models, "build and warm-start a base model", model="model preset name")
     stage("rollouts", cmd_rollouts, "base-policy rollout statistics", model="model preset name")
-    stage("train", cmd_train, "train one run", run="<regime>/<model>/<method>/lr<lr>/seed<seed>")
-    stage("evaluate", cmd_evaluate, "evaluate every run of one method (all lrs, seeds)",
+    stage("train", cmd_train, "train one run", capacity=True, run="<regime>/<model>/<method>/lr<lr>/seed<seed>")
+    stage("evaluate", cmd_evaluate, "evaluate every run of one method (all lrs, seeds)", capacity=True,
           method="<regime>/<model>/<method>, e.g. rl/qwen3-tiny/lora-r1")
     stage("analysis", cmd_analysis, "tables, best learning rates, verdicts")
+    stage("capacity", cmd_capacity, "capacity experiment: bits stored per table size and rank, fall-off rank")
     stage("updates", cmd_updates, "structure of FullFT weight updates (share changed, rank, overlap)")
     stage("report", cmd_report, "figures, report.md and index.html")
     stage("runs", cmd_runs, "list the study's training runs")

@@ -19,6 +19,7 @@ STAGE_SOURCES: dict[str, tuple[str, ...]] = {
     "train": ("data.py", "models", "rollouts", "train", "info.py"),
     "evaluate": ("data.py", "models", "evaluate.py", "info.py"),
     "analysis": ("analysis.py", "info.py"),
+    "capacity": ("capacity.py", "analysis.py", "info.py"),
     "updates": ("updates.py",),
     "report": ("report.py",),
 }

@@ -179,7 +179,46 @@ class AnalysisConfig(Strict):
     )
 
 
-class StudyConfig(Strict):
+class Grid(Strict):
+    """Checks shared by every config that lists methods and seeds (the study, its capacity section)."""
+
+    @field_validator("methods", check_fields=False)
+    @classmethod
+    def _methods(cls, methods: list[str]) -> list[str]:
+        return check_methods(methods)
+
+    @field_validator("seeds", check_fields=False)
+    @classmethod
+    def _seeds(cls, seeds: list[int]) -> list[int]:
+        return check_unique(seeds, "seeds")
+
+
+class CapacityConfig(Grid):
+    n_facts: list[int] = Field(
+        min_length=1,
+        description="Sizes of the facts table (keys) to store, smallest first; each is its own SFT sub-study under "
+        "results/<experiment>/capacity/n<size>/ on the study's base models.",
+    )
+    methods: list[str] = Field(
+        default_factory=lambda: ["fullft", "lora-r1", "lora-r4", "lora-r16", "lora-r64"],
+        description="Methods trained at every size (fullft and/or lora-r<rank>).",
+    )
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, description="Training seeds per size.")
+    probes: int = Field(
+        128, gt=0, description="Facts probed per split (val picks the lr, test is reported); each size needs 2x this."
+    )
+
+    @field_validator("n_facts")
+    @classmethod
+    def _sizes(cls, sizes: list[int]) -> list[int]:
+        if any(n <= 0 for n in sizes):
+            raise ValueError(f"table sizes must be > 0, got {sizes}")
+        if sorted(set(sizes)) != sizes:
+            raise ValueError(f"table sizes must be distinct and increasing, got {sizes}")
+        return sizes
+
+
+class StudyConfig(Grid):
     experiment: str = Field(pattern=r"^[A-Za-z0-9_-]+$", description="Name; outputs go under results/<experiment>/.")
     results_dir: str = Field("results", description="Root folder of stage outputs.")
     reports_dir: str = Field("reports", description="Root folder of published reports.")
@@ -205,13 +244,14 @@ class StudyConfig(Strict):
     seeds: list[int] = Field(min_length=1, description="Training seeds; each run is repeated per seed.")
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
+    capacity: CapacityConfig | None = Field(
+        None, description="Optional capacity experiment: SFT on facts tables of several sizes (tasks.sft must be facts)."
+    )
 
     @field_validator("models")
     @classmethod
     def _unique_models(cls, models: list[str]) -> list[str]:
-        if len(set(models)) != len(models):
-            raise ValueError(f"duplicate models in {models} (runs would share a name)")
-        return models
+        return check_unique(models, "models")
 
     @field_validator("local_models")
     @classmethod
@@ -241,25 +281,6 @@ class StudyConfig(Strict):
             raise ValueError(f"cannot write under {folder!r} ({existing} is not a writable folder)") from None
         return folder
 
-    @field_validator("methods")
-    @classmethod
-    def _methods(cls, methods: list[str]) -> list[str]:
-        for m in methods:
-            if not METHOD_PATTERN.match(m):
-                raise ValueError(
-                    f"unknown method {m!r}; use 'fullft' or 'lora-r<rank>[-attn|-mlp]' (e.g. lora-r1, lora-r16-mlp)"
-                )
-        if len(set(methods)) != len(methods):
-            raise ValueError(f"duplicate methods in {methods} (runs would share a name)")
-        return methods
-
-    @field_validator("seeds")
-    @classmethod
-    def _seeds(cls, seeds: list[int]) -> list[int]:
-        if len(set(seeds)) != len(seeds):
-            raise ValueError(f"duplicate seeds in {seeds} (runs would share a name)")
-        return seeds
-
     @model_validator(mode="after")
     def _consistent(self) -> StudyConfig:
         from rankone.models import PRESETS
@@ -283,14 +304,44 @@ class StudyConfig(Strict):
                     f"rollout.engine 'vllm' needs a head size in {SUPPORTED_HEAD_SIZES}; architecture gives "
                     f"{self.architecture.head_dim} (hidden_size / num_attention_heads)"
                 )
-        for m in self.methods:
+        for m in self.methods + (self.capacity.methods if self.capacity else []):
             r = lora_rank(m)
             if r is None:
                 continue
             width = min(min(shape) for shape in self.adapted_shapes(m).values())
             if r > width:
                 raise ValueError(f"method {m!r}: rank {r} is larger than the narrowest adapted layer (width {width})")
+        if self.capacity:
+            self._check_capacity()
         return self
+
+    def _check_capacity(self) -> None:
+        sft = self.tasks.get("sft")
+        if sft is None or sft.name != "facts":
+            raise ValueError("capacity: needs tasks.sft to be the facts task (a table of known entropy)")
+        if "sft" not in self.learning_rates:
+            raise ValueError("capacity: needs learning_rates.sft (its runs sweep the SFT grid)")
+        small = [n for n in self.capacity.n_facts if n < 2 * self.capacity.probes]
+        if small:
+            raise ValueError(f"capacity.n_facts: sizes {small} are below 2 x capacity.probes ({self.capacity.probes})")
+        for n in self.capacity.n_facts:
+            sft.task().Params.model_validate({**sft.params, **self._capacity_params(n)})
+
+    def _capacity_params(self, n_facts: int) -> dict:
+        probes = self.capacity.probes
+        return {"n_facts": n_facts, "n_val": probes, "n_test": probes}
+
+    def capacity_study(self, n_facts: int) -> StudyConfig:
+        """The capacity sub-study at one table size: the SFT regime alone, on a facts table of
+        `n_facts` keys, with capacity's methods and seeds (and the parent's everything else)."""
+        if self.capacity is None:
+            raise ConfigError("this study has no capacity section")
+        if n_facts not in self.capacity.n_facts:
+            raise ConfigError(f"table size {n_facts} is not in capacity.n_facts {self.capacity.n_facts}")
+        data = self.model_dump(mode="json")
+        data["tasks"]["sft"]["params"].update(self._capacity_params(n_facts))
+        data.update(regimes=["sft"], methods=self.capacity.methods, seeds=self.capacity.seeds, capacity=None)
+        return validate(data, source=f"capacity study n_facts={n_facts}")
 
     def scope(self, method: str) -> str:
         """Which linear layers a LoRA method adapts: its -attn/-mlp suffix, else lora.target_modules."""
@@ -357,6 +408,21 @@ class RunId:
 
     def __repr__(self) -> str:
         return f"RunId({self.path})"
+
+
+def check_methods(methods: list[str]) -> list[str]:
+    for m in methods:
+        if not METHOD_PATTERN.match(m):
+            raise ValueError(
+                f"unknown method {m!r}; use 'fullft' or 'lora-r<rank>[-attn|-mlp]' (e.g. lora-r1, lora-r16-mlp)"
+            )
+    return check_unique(methods, "methods")
+
+
+def check_unique(values: list, what: str) -> list:
+    if len(set(values)) != len(values):
+        raise ValueError(f"duplicate {what} in {values} (runs would share a name)")
+    return values
 
 
 def _lookup(data: dict, dotted: str):

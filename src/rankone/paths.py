@@ -5,6 +5,7 @@ The Snakemake rules declare the same layout (workflow/rules/common.smk reads it 
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 from rankone.config import RunId, StudyConfig
@@ -14,6 +15,14 @@ class Layout:
     def __init__(self, cfg: StudyConfig):
         self.root = Path(cfg.results_dir) / cfg.experiment
         self.report = Path(cfg.reports_dir) / cfg.experiment
+        self.models = self.root / "models"
+
+    def capacity(self, n_facts: int) -> Layout:
+        """The capacity sub-study at one table size: its own data, runs and evaluations
+        under capacity/n<n_facts>/, the study's base models."""
+        sub = copy.copy(self)
+        sub.root = self.root / "capacity" / f"n{n_facts}"
+        return sub
 
     @property
     def study_config(self) -> Path:
@@ -23,7 +32,7 @@ class Layout:
         return self.root / "data" / regime
 
     def model(self, model: str) -> Path:
-        return self.root / "models" / model
+        return self.models / model
 
     def rollouts(self, model: str) -> Path:
         return self.root / "rollouts" / model

@@ -21,9 +21,15 @@ FIGURES = {
     "rl_curves.png": "RL reward per step, each method at its best learning rate (mean over seeds, band = min..max).",
     "lr_sweep.png": "Validation score against learning rate per method (mean over seeds, bars = min..max).",
     "sft_curves.png": "SFT training loss per step, each rank at its best learning rate (mean over seeds).",
+    "rl_bits.png": "RL information per step, each method at its best lr (mean over seeds): entropy of the batch's "
+                   "rewards and of a group's rewards (what its advantages carry), and the cumulative bound.",
     "information.png": "Information in bits against trainable parameters, with the capacity reference line.",
     "lr_vs_rank.png": "Best learning rate per LoRA rank (chosen on val); dashed: FullFT's best, dotted: 10x FullFT's.",
     "updates.png": "FullFT updates: share of parameters changed three ways, and per-matrix update rank / full rank.",
+    "capacity.png": "Capacity chart: bits stored by SFT on facts tables of each size (filled: at parity with FullFT, "
+                    "open: falls off) and RL information bounds, against trainable parameters; dashed: capacity line.",
+    "capacity_falloff.png": "Share of the facts table stored against table size, per method at its best lr; "
+                            "open markers: LoRA falls off FullFT (test gap beyond the SFT parity threshold).",
 }
 
 
@@ -40,6 +46,14 @@ def _colors(methods):
     colors = {m: cmap(0.15 + 0.7 * i / max(1, len(lora) - 1)) for i, m in enumerate(lora)}
     colors["fullft"] = "black"
     return colors
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def plot_curves(curves: pd.DataFrame, best: pd.DataFrame, regime: str, ylabel: str, path: Path) -> None:
@@ -65,9 +79,7 @@ def plot_curves(curves: pd.DataFrame, best: pd.DataFrame, regime: str, ylabel: s
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_lr_sweep(runs: pd.DataFrame, path: Path) -> None:
@@ -93,9 +105,37 @@ def plot_lr_sweep(runs: pd.DataFrame, path: Path) -> None:
         ax.set_ylabel(labels[regime])
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
+
+
+def plot_rl_bits(curves: pd.DataFrame, best: pd.DataFrame, path: Path) -> None:
+    """Per model: per-step reward / advantage entropy (bits) and the cumulative information bound."""
+    import matplotlib.pyplot as plt
+
+    data = curves[curves.regime == "rl"].merge(best, on=["regime", "model", "method", "lr"])
+    models = sorted(data.model.unique())
+    fig, axes = plt.subplots(2, max(1, len(models)), figsize=(5.5 * max(1, len(models)), 7), squeeze=False)
+    colors = _colors(data.method)
+    for col, model in enumerate(models):
+        top, bottom = axes[0][col], axes[1][col]
+        for method in method_order(data[data.model == model].method):
+            per_step = data[(data.model == model) & (data.method == method)].groupby("step")
+            window = max(1, len(per_step) // 15)
+            smooth = per_step[["reward_entropy_bits", "advantage_entropy_bits"]].mean().rolling(
+                window, min_periods=1).mean()
+            top.plot(smooth.index, smooth.reward_entropy_bits, color=colors[method], label=f"{method}: batch rewards")
+            top.plot(smooth.index, smooth.advantage_entropy_bits, color=colors[method], ls="--",
+                     label=f"{method}: group rewards (advantages)")
+            bound = per_step.info_bound_bits.mean()
+            bottom.plot(bound.index, bound.values, color=colors[method], label=method)
+        top.set_title(model)
+        top.set_ylabel("entropy per episode (bits)")
+        bottom.set_ylabel("cumulative information bound (bits)")
+        for ax in (top, bottom):
+            ax.set_xlabel("step")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=6)
+    _save(fig, path)
 
 
 def plot_information(info: pd.DataFrame, bits_per_param: float, path: Path) -> None:
@@ -122,9 +162,106 @@ def plot_information(info: pd.DataFrame, bits_per_param: float, path: Path) -> N
     ax.set_ylabel("bits")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
+
+
+def plot_capacity(chart: pd.DataFrame, table: pd.DataFrame, bits_per_param: float, path: Path) -> None:
+    """One panel per model: SFT bits stored per table size and RL bounds on one log-log chart."""
+    import matplotlib.pyplot as plt
+
+    models = sorted(chart.model.unique())
+    fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 5), squeeze=False)
+    sizes = sorted(table.n_facts.unique())
+    cmap = plt.get_cmap("plasma")
+    size_color = {n: cmap(0.1 + 0.7 * i / max(1, len(sizes) - 1)) for i, n in enumerate(sizes)}
+    xs = chart.trainable_parameters
+    grid = [xs.min() / 2, xs.max() * 2]
+    for ax, model in zip(axes[0], models):
+        ax.plot(grid, [g * bits_per_param for g in grid], "k--", lw=1,
+                label=f"capacity ≈ {bits_per_param:g} bits/parameter")
+        for n in sizes:
+            d = table[(table.model == model) & (table.n_facts == n)].sort_values("trainable_parameters")
+            color = size_color[n]
+            ax.plot(d.trainable_parameters, d.bits_absorbed.clip(lower=1), "-", color=color, alpha=0.5)
+            off = d.falls_off.astype(bool)
+            ax.scatter(d[~off].trainable_parameters, d[~off].bits_absorbed.clip(lower=1), color=color,
+                       label=f"SFT stored · {n:,} facts")
+            ax.scatter(d[off].trainable_parameters, d[off].bits_absorbed.clip(lower=1), facecolors="none",
+                       edgecolors=color)
+            ax.axhline(d.dataset_bits.iloc[0], color=color, ls=":", lw=1)
+        rl = chart[(chart.model == model) & (chart.regime == "rl")]
+        if len(rl):
+            ax.scatter(rl.trainable_parameters, rl.bits, marker="x", color="tab:blue",
+                       label="RL information bound (this study's RL runs)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("trainable parameters")
+        ax.set_ylabel("bits (dotted: table size in bits)")
+        ax.set_title(model)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def plot_capacity_falloff(table: pd.DataFrame, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    models = sorted(table.model.unique())
+    fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4), squeeze=False)
+    colors = _colors(table.method)
+    for ax, model in zip(axes[0], models):
+        d = table[table.model == model]
+        for method in method_order(d.method):
+            m = d[d.method == method].sort_values("n_facts")
+            off = m.falls_off.astype(bool)
+            ax.plot(m.n_facts, m.share_stored, "-", color=colors[method], label=method)
+            ax.scatter(m[~off].n_facts, m[~off].share_stored, color=colors[method])
+            ax.scatter(m[off].n_facts, m[off].share_stored, facecolors="white", edgecolors=colors[method], zorder=3)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("facts in the table")
+        ax.set_ylabel("share of the table's bits stored")
+        ax.set_title(model)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def capacity_findings(falloff: pd.DataFrame) -> list[str]:
+    """One generated sentence per model: where LoRA ranks fall off FullFT as the table grows."""
+    out = []
+    for model, g in falloff.groupby("model"):
+        parts = []
+        for r in g.sort_values("n_facts").itertuples():
+            keeps = "none" if pd.isna(r.smallest_rank_keeping_up) else f"r{int(r.smallest_rank_keeping_up)}"
+            parts.append(f"{r.n_facts:,} facts ({r.dataset_bits:,.0f} bits, FullFT stored "
+                         f"{r.fullft_bits_absorbed:,.0f}): ranks falling off: {r.ranks_falling_off}; smallest rank "
+                         f"keeping up: {keeps}")
+        out.append(f"**{model}** — " + "; ".join(parts) + ".")
+    return out
+
+
+def capacity_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, list]]:
+    """The capacity experiment's section and figures (none without a capacity section)."""
+    if cfg.capacity is None:
+        return []
+    table, falloff, chart = (pd.read_csv(a / f"{n}.csv") for n in ("capacity", "capacity_falloff", "capacity_chart"))
+    plot_capacity(chart, table, cfg.analysis.bits_per_param, out / "capacity.png")
+    plot_capacity_falloff(table, out / "capacity_falloff.png")
+    per_param = table.groupby("method").bits_per_parameter.max()
+    per_param = per_param[method_order(per_param.index)]
+    show = ["model", "n_facts", "method", "lr", "at_grid_edge", "trainable_parameters", "dataset_bits",
+            "bits_absorbed", "share_stored", "bits_per_parameter", "gap", "verdict", "falls_off"]
+    return [("Capacity", [
+        f"SFT on random facts tables of {', '.join(f'{n:,}' for n in cfg.capacity.n_facts)} keys "
+        f"({cfg.capacity.probes} facts probed per split, {len(cfg.capacity.seeds)} seed(s)), every method at its "
+        "best lr on val. Bits stored = drop in total train NLL, in bits. A LoRA rank falls off when its test gap "
+        f"to FullFT is at or below -{cfg.analysis.parity_threshold['sft']:g} nats/token (the SFT parity threshold).",
+        *capacity_findings(falloff),
+        "Most bits stored per trainable parameter at any size: "
+        + ", ".join(f"{m}: {v:.3f}" for m, v in per_param.items())
+        + f" (reference {cfg.analysis.bits_per_param:g}).",
+        ("figure", "capacity.png"), ("figure", "capacity_falloff.png"), falloff.round(1), table[show].round(4),
+    ])]
 
 
 def plot_lr_vs_rank(table: pd.DataFrame, path: Path) -> None:
@@ -147,9 +284,7 @@ def plot_lr_vs_rank(table: pd.DataFrame, path: Path) -> None:
         ax.set_title(f"{regime.upper()} · {model}")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_updates(shares: pd.DataFrame, matrices: pd.DataFrame, path: Path) -> None:
@@ -181,9 +316,7 @@ def plot_updates(shares: pd.DataFrame, matrices: pd.DataFrame, path: Path) -> No
         right.legend(fontsize=8)
     for ax in (left, right):
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def layer_findings(table: pd.DataFrame) -> list[str]:
@@ -226,6 +359,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     plot_curves(curves, best[keys], "sft", "training loss (nats/token)", out / "sft_curves.png")
     plot_lr_sweep(runs, out / "lr_sweep.png")
     plot_information(info, cfg.analysis.bits_per_param, out / "information.png")
+    plot_rl_bits(curves, best[keys], out / "rl_bits.png")
     lr_rank = _read(a / "lr_vs_rank.csv")
     plot_lr_vs_rank(lr_rank, out / "lr_vs_rank.png")
     updates = {name: _read(a / f"update_{name}.csv") for name in ("shares", "matrices", "overlap")}
@@ -288,8 +422,9 @@ def build_sections(cfg, at, runs, best, verdicts, info, lr_rank, early, updates,
         ("Information vs capacity", [
             f"SFT dataset: {sft_bits:,.0f} bits. Capacity line: {cfg.analysis.bits_per_param:g} bits per trainable "
             "parameter (Allen-Zhu & Li). RL bound: cumulative sum over groups of group size × reward entropy.",
-            ("figure", "information.png"), info.round(1),
+            ("figure", "information.png"), ("figure", "rl_bits.png"), info.round(1),
         ]),
+        *capacity_section(cfg, at.analysis, at.report),
         ("Base policy", [pd.DataFrame(rollouts).round(3)]),
         ("Runs", [f"{len(runs)} runs, {len(diverged)} not completed.",
                   *( [diverged] if len(diverged) else [] )]),

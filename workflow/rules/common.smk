@@ -1,7 +1,9 @@
 # Shared helpers: the validated study, its output layout, and per-stage config digests.
 # The digests are rule params, so Snakemake reruns a job exactly when the config it
 # depends on changes (and not when an unrelated field does).
-from rankone.cli import write_resolved
+import functools
+
+from rankone.cli import capacity_runs, write_resolved
 from rankone.code import source_digest
 from rankone.config import validate as validate_study
 from rankone.paths import Layout
@@ -12,6 +14,9 @@ RESULTS = str(LAYOUT.root)
 REPORT = str(LAYOUT.report)
 STUDY_CONFIG = str(LAYOUT.study_config)
 RUN = "{regime}/{model}/{method}/lr{lr}/seed{seed}"
+# A capacity sub-study (one facts-table size) mirrors the study's data/train/evaluate
+# layout under capacity/n<size>/ and shares its base models.
+CAPACITY = f"{RESULTS}/capacity/n{{n_facts}}"
 # Runs the library from this checkout (also inside a conda env, where rankone is not
 # installed). Relative to the working directory, so the command, a param, is the same
 # in every checkout and the between-workflow cache can match across them.
@@ -25,13 +30,33 @@ write_resolved(STUDY, LAYOUT.study_config)
 wildcard_constraints:
     regime="rl|sft",
     model="[A-Za-z0-9._-]+",
-    method="fullft|lora-r[0-9]+",
+    method="fullft|lora-r[0-9]+(-attn|-mlp)?",
     lr="[0-9.e+-]+",
     seed="[0-9]+",
+    n_facts="[0-9]+",
 
 
 def code(stage):
     return source_digest(stage, f"{SRC}/rankone")
+
+
+@functools.cache
+def capacity_study(n_facts):
+    return STUDY.capacity_study(int(n_facts))
+
+
+def scope(wildcards):
+    """(study, results root) of a job: the study's, or with an n_facts wildcard its capacity sub-study's."""
+    if "n_facts" in wildcards.keys():
+        return capacity_study(wildcards.n_facts), CAPACITY.format(
+            n_facts=wildcards.n_facts
+        )
+    return STUDY, RESULTS
+
+
+def scope_flag(wildcards):
+    """The CLI flag that puts a job in its capacity sub-study (empty for the study's own jobs)."""
+    return f" --capacity {wildcards.n_facts}" if "n_facts" in wildcards.keys() else ""
 
 
 def run_id(wildcards):
@@ -45,32 +70,34 @@ def method_id(wildcards):
 def method_runs(wildcards):
     """run.json and weights of every run (lr, seed) of one (regime, model, method)."""
     group = (wildcards.regime, wildcards.model, wildcards.method)
+    study, root = scope(wildcards)
     return [
-        f"{RESULTS}/train/{run.path}/{name}"
-        for run in STUDY.runs()
+        f"{root}/train/{run.path}/{name}"
+        for run in study.runs()
         if (run.regime, run.model, run.method) == group
         for name in ("run.json", "weights")
     ]
 
 
 def data_digest(wildcards):
-    return STUDY.digest("seed", f"tasks.{wildcards.regime}")
+    return scope(wildcards)[0].digest("seed", f"tasks.{wildcards.regime}")
 
 
 def train_digest(wildcards):
     sections = ["threads", wildcards.regime, "lora", f"tasks.{wildcards.regime}"]
-    return STUDY.digest(*sections, *(["rollout"] if wildcards.regime == "rl" else []))
+    extra = ["rollout"] if wildcards.regime == "rl" else []
+    return scope(wildcards)[0].digest(*sections, *extra)
 
 
 def evaluate_digest(wildcards):
-    return STUDY.digest(
+    return scope(wildcards)[0].digest(
         "evaluate", "rollout.max_new_tokens", f"tasks.{wildcards.regime}"
     )
 
 
 def data_inputs(wildcards):
     return expand(
-        f"{RESULTS}/data/{{regime}}/{{split}}.jsonl",
+        f"{scope(wildcards)[1]}/data/{{regime}}/{{split}}.jsonl",
         regime=wildcards.regime,
         split=["train", "val", "test"],
     )
@@ -91,6 +118,42 @@ def fullft_weights():
         for run in STUDY.runs()
         if run.method == "fullft"
     ]
+
+
+def capacity_files(stage):
+    """run.json of every capacity run (train), or each capacity evaluation (evaluate)."""
+    if stage == "train":
+        return [
+            f"{CAPACITY.format(n_facts=n)}/train/{run.path}/run.json"
+            for n, run in capacity_runs(STUDY)
+        ]
+    groups = sorted(
+        {(n, run.regime, run.model, run.method) for n, run in capacity_runs(STUDY)}
+    )
+    return [
+        f"{CAPACITY.format(n_facts=n)}/evaluate/{g}/{m}/{x}/metrics.jsonl"
+        for n, g, m, x in groups
+    ]
+
+
+def capacity_tables():
+    """The capacity stage's outputs the report reads (none without a capacity section)."""
+    names = ("capacity", "capacity_falloff", "capacity_chart")
+    return [f"{RESULTS}/analysis/{n}.csv" for n in names] if STUDY.capacity else []
+
+
+def capacity_figures():
+    """The capacity figures, as report() outputs (none without a capacity section)."""
+    if not STUDY.capacity:
+        return {}
+    return {
+        name: report(
+            f"{REPORT}/{name}.png",
+            caption=f"../report/{name}.rst",
+            category="Information",
+        )
+        for name in ("capacity", "capacity_falloff")
+    }
 
 
 def report_files():

@@ -13,6 +13,7 @@ rule data:
         rankone=RANKONE,
         config=STUDY_CONFIG,
         code=code("data"),
+        scope=scope_flag,
         digest=data_digest,
     shell:
-        "{params.rankone} data --config {params.config} --regime {wildcards.regime} 2> {log}"
+        "{params.rankone} data --config {params.config} --regime {wildcards.regime}{params.scope} 2> {log}"

@@ -15,6 +15,7 @@ rule evaluate:
         config=STUDY_CONFIG,
         code=code("evaluate"),
         method=method_id,
+        scope=scope_flag,
         digest=evaluate_digest,
     shell:
-        "{params.rankone} evaluate --config {params.config} --method {params.method} 2> {log}"
+        "{params.rankone} evaluate --config {params.config} --method {params.method}{params.scope} 2> {log}"

@@ -2,10 +2,12 @@ rule report:
     input:
         rules.analysis.output,
         rules.updates.output,
+        capacity_tables(),
         rollouts=expand(
             f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.models
         ),
     output:
+        **capacity_figures(),
         md=f"{REPORT}/report.md",
         html=f"{REPORT}/index.html",
         rl_curves=report(
@@ -26,6 +28,11 @@ rule report:
         information=report(
             f"{REPORT}/information.png",
             caption="../report/information.rst",
+            category="Information",
+        ),
+        rl_bits=report(
+            f"{REPORT}/rl_bits.png",
+            caption="../report/rl_bits.rst",
             category="Information",
         ),
         updates=report(

@@ -18,6 +18,7 @@ rule train:
         config=STUDY_CONFIG,
         code=code("train"),
         run=run_id,
+        scope=scope_flag,
         digest=train_digest,
     shell:
-        "{params.rankone} train --config {params.config} --run {params.run} 2> {log}"
+        "{params.rankone} train --config {params.config} --run {params.run}{params.scope} 2> {log}"

@@ -1,0 +1,103 @@
+"""The capacity stage: how many bits each method stores as the facts table grows.
+
+Reads the capacity sub-studies' outputs only (capacity/n<size>/: data manifests,
+run.json, evaluations), the same way the analysis stage reads the main study's, and
+the main study's `analysis/information.csv` for the RL runs that go on the same chart.
+
+- `capacity.csv`: per (model, table size, method), at the method's best lr (on val):
+  the table's bits, the bits absorbed (drop in total train NLL, in bits), the share of
+  the table stored, bits per trainable parameter, and the test-score gap to FullFT
+  (-NLL per answer token, nats, paired by seed) with its verdict. A LoRA rank **falls
+  off** at a size when its gap is at or below minus the SFT parity threshold.
+- `capacity_falloff.csv`: per (model, table size): the ranks that fall off, the
+  largest of them (the fall-off rank) and the smallest rank that keeps up.
+- `capacity_chart.csv`: the points of the capacity chart: stored bits (SFT capacity
+  runs) and the information bound (RL runs) against trainable parameters.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from rankone.analysis import best_learning_rates, collect, verdicts
+from rankone.config import StudyConfig
+from rankone.io import atomic_path, read_json
+from rankone.paths import Layout
+
+KEYS = ["model", "n_facts", "method"]
+
+
+def size_table(sub: StudyConfig, at: Layout, n_facts: int) -> pd.DataFrame:
+    """One table size: every method at its best lr, with bits stored and the gap to FullFT."""
+    runs, _ = collect(sub, at)
+    best = best_learning_rates(runs)
+    chosen = runs.merge(best[["regime", "model", "method", "lr", "at_grid_edge"]],
+                        on=["regime", "model", "method", "lr"])
+    table = chosen.groupby(["model", "method"], as_index=False).agg(
+        rank=("rank", "first"), lr=("lr", "first"), at_grid_edge=("at_grid_edge", "first"),
+        trainable_parameters=("trainable_parameters", "first"), seeds=("seed", "count"),
+        bits_absorbed=("bits_absorbed", "mean"), test_score=("test_score", "mean"),
+        test_greedy_accuracy=("test_greedy_accuracy", "mean"),
+    )
+    table.insert(1, "n_facts", n_facts)
+    table["dataset_bits"] = read_json(at.data("sft") / "manifest.json")["information_bits"]
+    gaps = verdicts(sub, runs, best)
+    columns = ["model", "method", "gap", "ci_low", "ci_high", "threshold", "verdict"]
+    return table.merge(gaps[columns] if len(gaps) else pd.DataFrame(columns=columns), on=["model", "method"],
+                       how="left")
+
+
+def capacity_table(cfg: StudyConfig, at: Layout) -> pd.DataFrame:
+    table = pd.concat([size_table(cfg.capacity_study(n), at.capacity(n), n) for n in cfg.capacity.n_facts],
+                      ignore_index=True)
+    table["share_stored"] = table.bits_absorbed / table.dataset_bits
+    table["bits_per_parameter"] = table.bits_absorbed / table.trainable_parameters
+    table["falls_off"] = table.gap <= -table.threshold  # NaN gap (FullFT itself) compares False
+    return table.sort_values(["model", "n_facts", "rank"], na_position="last").reset_index(drop=True)
+
+
+def falloff(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, size): which LoRA ranks fall off FullFT, the largest (fall-off rank), the smallest that keeps up."""
+    rows = []
+    for (model, n_facts), g in table.groupby(["model", "n_facts"]):
+        lora = g[g["rank"].notna()].sort_values("rank")
+        full = g[g.method == "fullft"]
+        off = [int(r) for r in lora[lora.falls_off]["rank"]]
+        up = [int(r) for r in lora[~lora.falls_off & lora.gap.notna()]["rank"]]
+        rows.append({
+            "model": model, "n_facts": n_facts, "dataset_bits": g.dataset_bits.iloc[0],
+            "fullft_bits_absorbed": float(full.bits_absorbed.iloc[0]) if len(full) else math.nan,
+            "ranks_falling_off": " ".join(map(str, off)) or "none",
+            "falloff_rank": max(off) if off else math.nan,
+            "smallest_rank_keeping_up": min(up) if up else math.nan,
+        })
+    return pd.DataFrame(rows)
+
+
+def chart_points(cfg: StudyConfig, table: pd.DataFrame, at: Layout) -> pd.DataFrame:
+    """SFT capacity runs (bits stored) and the study's RL runs (information bound) in one table."""
+    sft = table.assign(regime="sft", bits=table.bits_absorbed, kind="bits stored (train NLL drop)")
+    columns = ["regime", "model", "method", "n_facts", "trainable_parameters", "bits", "kind"]
+    frames = [sft[columns]]
+    info_path = at.analysis / "information.csv"
+    if "rl" in cfg.regimes:
+        info = pd.read_csv(info_path)
+        rl = info[info.regime == "rl"].assign(n_facts=math.nan, bits=lambda d: d.info_bound_bits,
+                                              kind="RL information bound (episodes x reward entropy)")
+        frames.append(rl[columns])
+    return pd.concat(frames, ignore_index=True)
+
+
+def run(cfg: StudyConfig, at: Layout) -> None:
+    table = capacity_table(cfg, at)
+    outputs = {
+        "capacity.csv": table,
+        "capacity_falloff.csv": falloff(table),
+        "capacity_chart.csv": chart_points(cfg, table, at),
+    }
+    at.analysis.mkdir(parents=True, exist_ok=True)
+    for name, frame in outputs.items():
+        with atomic_path(at.analysis / name) as tmp:
+            frame.to_csv(tmp, index=False)

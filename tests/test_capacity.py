@@ -1,0 +1,57 @@
+"""The capacity experiment: sub-studies per table size, and where LoRA falls off FullFT."""
+
+import math
+
+import pandas as pd
+
+from rankone import data
+from rankone.capacity import falloff
+from rankone.config import validate
+from rankone.paths import Layout
+from tests.conftest import smoke_dict
+
+
+def test_each_table_size_holds_exactly_its_bits(tmp_path):
+    cfg = validate(smoke_dict(results_dir=str(tmp_path)))
+    at = Layout(cfg)
+    for n in cfg.capacity.n_facts:
+        manifest = data.build(cfg.capacity_study(n), "sft", at.capacity(n).data("sft"))
+        digits = cfg.tasks["sft"].params["digits"]
+        assert manifest["splits"]["train"]["rows"] == n
+        assert manifest["information_bits"] == n * digits * math.log2(10)
+        assert (tmp_path / cfg.experiment / "capacity" / f"n{n}" / "data" / "sft" / "train.jsonl").is_file()
+
+
+def table(rows):
+    columns = ["model", "n_facts", "method", "rank", "dataset_bits", "bits_absorbed", "gap", "falls_off"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def test_falloff_rank_is_the_largest_rank_behind_fullft():
+    t = table([
+        # small table: every rank keeps up
+        ("m", 100, "fullft", math.nan, 1000.0, 900.0, math.nan, False),
+        ("m", 100, "lora-r1", 1, 1000.0, 880.0, -0.02, False),
+        ("m", 100, "lora-r4", 4, 1000.0, 890.0, 0.0, False),
+        # large table: ranks 1 and 4 fall off, 16 keeps up
+        ("m", 400, "fullft", math.nan, 4000.0, 3000.0, math.nan, False),
+        ("m", 400, "lora-r1", 1, 4000.0, 900.0, -0.5, True),
+        ("m", 400, "lora-r4", 4, 4000.0, 2000.0, -0.2, True),
+        ("m", 400, "lora-r16", 16, 4000.0, 2950.0, -0.01, False),
+    ])
+    out = falloff(t).set_index("n_facts")
+    assert out.loc[100, "ranks_falling_off"] == "none"
+    assert math.isnan(out.loc[100, "falloff_rank"]) and out.loc[100, "smallest_rank_keeping_up"] == 1
+    assert out.loc[400, "ranks_falling_off"] == "1 4"
+    assert out.loc[400, "falloff_rank"] == 4 and out.loc[400, "smallest_rank_keeping_up"] == 16
+    assert out.loc[400, "fullft_bits_absorbed"] == 3000.0
+
+
+def test_no_rank_keeps_up_when_all_fall_off():
+    t = table([
+        ("m", 100, "fullft", math.nan, 1000.0, 900.0, math.nan, False),
+        ("m", 100, "lora-r1", 1, 1000.0, 100.0, -0.9, True),
+    ])
+    row = falloff(t).iloc[0]
+    assert row.ranks_falling_off == "1" and row.falloff_rank == 1
+    assert math.isnan(row.smallest_rank_keeping_up)

@@ -1,0 +1,52 @@
+# The capacity experiment (config `capacity:`): SFT on facts tables of several sizes,
+# each size a sub-study under capacity/n<size>/ run by the data, train and evaluate
+# rules' own commands (with --capacity), then one stage that puts them side by side.
+
+
+use rule data as capacity_data with:
+    output:
+        train=f"{CAPACITY}/data/{{regime}}/train.jsonl",
+        val=f"{CAPACITY}/data/{{regime}}/val.jsonl",
+        test=f"{CAPACITY}/data/{{regime}}/test.jsonl",
+        manifest=f"{CAPACITY}/data/{{regime}}/manifest.json",
+    log:
+        f"{RESULTS}/logs/capacity/n{{n_facts}}/data/{{regime}}.log",
+
+
+use rule train as capacity_train with:
+    output:
+        metrics=f"{CAPACITY}/train/{RUN}/metrics.jsonl",
+        timings=f"{CAPACITY}/train/{RUN}/timings.jsonl",
+        weights=directory(f"{CAPACITY}/train/{RUN}/weights"),
+        run=f"{CAPACITY}/train/{RUN}/run.json",
+    log:
+        f"{RESULTS}/logs/capacity/n{{n_facts}}/train/{RUN}.log",
+
+
+use rule evaluate as capacity_evaluate with:
+    output:
+        f"{CAPACITY}/evaluate/{{regime}}/{{model}}/{{method}}/metrics.jsonl",
+    log:
+        f"{RESULTS}/logs/capacity/n{{n_facts}}/evaluate/{{regime}}/{{model}}/{{method}}.log",
+
+
+rule capacity:
+    input:
+        train=capacity_files("train"),
+        evaluate=capacity_files("evaluate"),
+        information=f"{RESULTS}/analysis/information.csv",
+    output:
+        table=f"{RESULTS}/analysis/capacity.csv",
+        falloff=f"{RESULTS}/analysis/capacity_falloff.csv",
+        chart=f"{RESULTS}/analysis/capacity_chart.csv",
+    log:
+        f"{RESULTS}/logs/capacity.log",
+    conda:
+        ANALYSIS_ENV
+    params:
+        rankone=RANKONE,
+        config=STUDY_CONFIG,
+        code=code("capacity"),
+        digest=STUDY.digest("analysis", "capacity"),
+    shell:
+        "{params.rankone} capacity --config {params.config} 2> {log}"
