@@ -189,6 +189,7 @@ def plot_capacity(chart: pd.DataFrame, table: pd.DataFrame, bits_per_param: floa
             ax.scatter(d[off].trainable_parameters, d[off].bits_absorbed.clip(lower=1), facecolors="none",
                        edgecolors=color)
             ax.axhline(d.dataset_bits.iloc[0], color=color, ls=":", lw=1)
+        ax.scatter([], [], facecolors="white", edgecolors="gray", label="open: LoRA falls off FullFT")
         rl = chart[(chart.model == model) & (chart.regime == "rl")]
         if len(rl):
             ax.scatter(rl.trainable_parameters, rl.bits, marker="x", color="tab:blue",
@@ -217,7 +218,11 @@ def plot_capacity_falloff(table: pd.DataFrame, path: Path) -> None:
             ax.plot(m.n_facts, m.share_stored, "-", color=colors[method], label=method)
             ax.scatter(m[~off].n_facts, m[~off].share_stored, color=colors[method])
             ax.scatter(m[off].n_facts, m[off].share_stored, facecolors="white", edgecolors=colors[method], zorder=3)
+        ax.scatter([], [], facecolors="white", edgecolors="gray", label="open: falls off FullFT")
         ax.set_xscale("log", base=2)
+        sizes = sorted(d.n_facts.unique())
+        ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        ax.set_ylim(min(0.0, d.share_stored.min()) - 0.02, 1.05)  # 1 = the whole table stored
         ax.set_xlabel("facts in the table")
         ax.set_ylabel("share of the table's bits stored")
         ax.set_title(model)
