@@ -39,3 +39,19 @@ def test_interval_and_verdicts():
     assert verdict(0.3, 0.2, 0.4, threshold=0.05) == "better"
     assert verdict(-0.3, -0.9, 0.3, threshold=0.05) == "inconclusive"
     assert verdict(math.nan, math.nan, math.nan, threshold=0.05) == "diverged"
+
+
+def test_layer_findings_state_how_each_result_compares_with_the_original():
+    from rankone.report import layer_findings
+
+    def row(scope, verdict, gap):
+        return {"regime": "rl", "model": "m", "rank": 1, "scope": scope, "verdict": verdict,
+                "gap_to_all_linear": gap, "ci_low": gap - 0.1, "ci_high": gap + 0.1}
+
+    lines = layer_findings(pd.DataFrame([
+        row("attention", "worse", -0.2), row("mlp", "parity", 0.0), row("attention", "inconclusive", -0.1),
+    ]).assign(rank=[1, 1, 16]))
+    assert "agrees with the original finding (attention-only underperforms)" in lines[0]
+    assert "agrees with the original finding (MLP-only matches all layers)" in lines[1]
+    assert "neither confirms nor contradicts" in lines[2] and "below all-linear" in lines[2]
+    assert "differs from" in layer_findings(pd.DataFrame([row("attention", "parity", 0.01)]))[0]

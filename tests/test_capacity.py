@@ -3,9 +3,10 @@
 import math
 
 import pandas as pd
+import pytest
 
 from rankone import data
-from rankone.capacity import falloff
+from rankone.capacity import bits_stored, falloff
 from rankone.config import validate
 from rankone.paths import Layout
 from tests.conftest import smoke_dict
@@ -22,8 +23,15 @@ def test_each_table_size_holds_exactly_its_bits(tmp_path):
         assert (tmp_path / cfg.experiment / "capacity" / f"n{n}" / "data" / "sft" / "train.jsonl").is_file()
 
 
+def test_bits_stored_is_the_table_minus_what_is_still_uncertain():
+    table_bits = 100 * 4 * math.log2(10)  # 100 facts of 4 random digits
+    stored = bits_stored(pd.Series([table_bits] * 4), pd.Series([0.0, table_bits, table_bits / 4, 2 * table_bits]))
+    # memorised / uniform over digits / a quarter left / worse than uniform
+    assert stored.tolist() == pytest.approx([table_bits, 0.0, 0.75 * table_bits, 0.0])
+
+
 def table(rows):
-    columns = ["model", "n_facts", "method", "rank", "dataset_bits", "bits_absorbed", "gap", "falls_off"]
+    columns = ["model", "n_facts", "method", "rank", "dataset_bits", "bits_stored", "gap", "falls_off"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -44,7 +52,7 @@ def test_falloff_rank_is_the_largest_rank_behind_fullft():
     assert math.isnan(out.loc[100, "falloff_rank"]) and out.loc[100, "smallest_rank_keeping_up"] == 1
     assert out.loc[400, "ranks_falling_off"] == "1 4"
     assert out.loc[400, "falloff_rank"] == 4 and out.loc[400, "smallest_rank_keeping_up"] == 16
-    assert out.loc[400, "fullft_bits_absorbed"] == 3000.0
+    assert out.loc[400, "fullft_bits_stored"] == 3000.0
 
 
 def test_no_rank_keeps_up_when_all_fall_off():

@@ -32,7 +32,7 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
     assert cfg.experiment == name
     if name == "capacity":
         assert cfg.regimes == ["rl"] and cfg.capacity.n_facts == [128, 512, 2048]
-        assert {len(cfg.capacity_study(n).runs()) for n in cfg.capacity.n_facts} == {2 * 5 * 3}
+        assert {len(cfg.capacity_study(n).runs()) for n in cfg.capacity.n_facts} == {2 * 5 * 4}
     else:
         assert {cfg.scope(m) for m in cfg.methods} == {"all-linear", "attention", "mlp"}
 

@@ -78,7 +78,8 @@ def test_smoke_capacity_experiment_sits_beside_the_rl_runs(smoke):
     assert len(table) == len(cfg.capacity.n_facts) * len(cfg.models) * len(cfg.capacity.methods)
     assert sorted(table.n_facts.unique()) == cfg.capacity.n_facts
     assert table.bits_absorbed.map(math.isfinite).all()
-    assert (table.share_stored == table.bits_absorbed / table.dataset_bits).all()
+    assert (table.bits_stored == (table.dataset_bits - table.train_nll_bits_final).clip(lower=0)).all()
+    assert (table.share_stored == table.bits_stored / table.dataset_bits).all()
     chart = pd.read_csv(smoke / at.analysis / "capacity_chart.csv")
     assert set(chart.regime) == {"rl", "sft"}  # both regimes on one chart
     falloff = pd.read_csv(smoke / at.analysis / "capacity_falloff.csv")

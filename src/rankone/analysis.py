@@ -65,6 +65,7 @@ def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame]:
             row[f"{split}_score"] = sign * value if value is not None else math.nan
         row["info_bound_bits"] = trained.get("info_bound_bits")
         row["bits_absorbed"] = evaluated.get("bits_absorbed")
+        row["train_nll_bits_final"] = evaluated.get("train_nll_bits_final")
         steps = read_jsonl(at.train(run) / "metrics.jsonl")
         for s in steps:
             curves.append({"regime": run.regime, "model": run.model, "method": run.method, "lr": run.lr,

@@ -5,8 +5,10 @@ run.json, evaluations), the same way the analysis stage reads the main study's, 
 the main study's `analysis/information.csv` for the RL runs that go on the same chart.
 
 - `capacity.csv`: per (model, table size, method), at the method's best lr (on val):
-  the table's bits, the bits absorbed (drop in total train NLL, in bits), the share of
-  the table stored, bits per trainable parameter, and the test-score gap to FullFT
+  the table's bits, the bits stored (the table's bits minus the final total train NLL
+  in bits, at least 0), the bits absorbed (drop in total train NLL from the base model,
+  which also counts format the base model unlearns), the share of the table stored,
+  bits stored per trainable parameter, and the test-score gap to FullFT
   (-NLL per answer token, nats, paired by seed) with its verdict. A LoRA rank **falls
   off** at a size when its gap is at or below minus the SFT parity threshold.
 - `capacity_falloff.csv`: per (model, table size): the ranks that fall off, the
@@ -29,6 +31,13 @@ from rankone.paths import Layout
 KEYS = ["model", "n_facts", "method"]
 
 
+def bits_stored(dataset_bits: pd.Series, final_nll_bits: pd.Series) -> pd.Series:
+    """What the table holds minus what the model is still unsure of (total train NLL, bits), at
+    least 0. The NLL drop from the base model (bits_absorbed) also counts what the base model
+    had to unlearn about the format, so it can exceed the table's bits."""
+    return (dataset_bits - final_nll_bits).clip(lower=0)
+
+
 def size_table(sub: StudyConfig, at: Layout, n_facts: int) -> pd.DataFrame:
     """One table size: every method at its best lr, with bits stored and the gap to FullFT."""
     runs, _ = collect(sub, at)
@@ -38,7 +47,8 @@ def size_table(sub: StudyConfig, at: Layout, n_facts: int) -> pd.DataFrame:
     table = chosen.groupby(["model", "method"], as_index=False).agg(
         rank=("rank", "first"), lr=("lr", "first"), at_grid_edge=("at_grid_edge", "first"),
         trainable_parameters=("trainable_parameters", "first"), seeds=("seed", "count"),
-        bits_absorbed=("bits_absorbed", "mean"), test_score=("test_score", "mean"),
+        bits_absorbed=("bits_absorbed", "mean"), train_nll_bits_final=("train_nll_bits_final", "mean"),
+        test_score=("test_score", "mean"),
         test_greedy_accuracy=("test_greedy_accuracy", "mean"),
     )
     table.insert(1, "n_facts", n_facts)
@@ -52,8 +62,9 @@ def size_table(sub: StudyConfig, at: Layout, n_facts: int) -> pd.DataFrame:
 def capacity_table(cfg: StudyConfig, at: Layout) -> pd.DataFrame:
     table = pd.concat([size_table(cfg.capacity_study(n), at.capacity(n), n) for n in cfg.capacity.n_facts],
                       ignore_index=True)
-    table["share_stored"] = table.bits_absorbed / table.dataset_bits
-    table["bits_per_parameter"] = table.bits_absorbed / table.trainable_parameters
+    table["bits_stored"] = bits_stored(table.dataset_bits, table.train_nll_bits_final)
+    table["share_stored"] = table.bits_stored / table.dataset_bits
+    table["bits_per_parameter"] = table.bits_stored / table.trainable_parameters
     table["falls_off"] = table.gap <= -table.threshold  # NaN gap (FullFT itself) compares False
     return table.sort_values(["model", "n_facts", "rank"], na_position="last").reset_index(drop=True)
 
@@ -68,7 +79,7 @@ def falloff(table: pd.DataFrame) -> pd.DataFrame:
         up = [int(r) for r in lora[~lora.falls_off & lora.gap.notna()]["rank"]]
         rows.append({
             "model": model, "n_facts": n_facts, "dataset_bits": g.dataset_bits.iloc[0],
-            "fullft_bits_absorbed": float(full.bits_absorbed.iloc[0]) if len(full) else math.nan,
+            "fullft_bits_stored": float(full.bits_stored.iloc[0]) if len(full) else math.nan,
             "ranks_falling_off": " ".join(map(str, off)) or "none",
             "falloff_rank": max(off) if off else math.nan,
             "smallest_rank_keeping_up": min(up) if up else math.nan,
@@ -78,7 +89,7 @@ def falloff(table: pd.DataFrame) -> pd.DataFrame:
 
 def chart_points(cfg: StudyConfig, table: pd.DataFrame, at: Layout) -> pd.DataFrame:
     """SFT capacity runs (bits stored) and the study's RL runs (information bound) in one table."""
-    sft = table.assign(regime="sft", bits=table.bits_absorbed, kind="bits stored (train NLL drop)")
+    sft = table.assign(regime="sft", bits=table.bits_stored, kind="bits stored (table bits - final train NLL)")
     columns = ["regime", "model", "method", "n_facts", "trainable_parameters", "bits", "kind"]
     frames = [sft[columns]]
     info_path = at.analysis / "information.csv"

@@ -182,11 +182,11 @@ def plot_capacity(chart: pd.DataFrame, table: pd.DataFrame, bits_per_param: floa
         for n in sizes:
             d = table[(table.model == model) & (table.n_facts == n)].sort_values("trainable_parameters")
             color = size_color[n]
-            ax.plot(d.trainable_parameters, d.bits_absorbed.clip(lower=1), "-", color=color, alpha=0.5)
+            ax.plot(d.trainable_parameters, d.bits_stored.clip(lower=1), "-", color=color, alpha=0.5)
             off = d.falls_off.astype(bool)
-            ax.scatter(d[~off].trainable_parameters, d[~off].bits_absorbed.clip(lower=1), color=color,
+            ax.scatter(d[~off].trainable_parameters, d[~off].bits_stored.clip(lower=1), color=color,
                        label=f"SFT stored · {n:,} facts")
-            ax.scatter(d[off].trainable_parameters, d[off].bits_absorbed.clip(lower=1), facecolors="none",
+            ax.scatter(d[off].trainable_parameters, d[off].bits_stored.clip(lower=1), facecolors="none",
                        edgecolors=color)
             ax.axhline(d.dataset_bits.iloc[0], color=color, ls=":", lw=1)
         ax.scatter([], [], facecolors="white", edgecolors="gray", label="open: LoRA falls off FullFT")
@@ -239,7 +239,7 @@ def capacity_findings(falloff: pd.DataFrame) -> list[str]:
         for r in g.sort_values("n_facts").itertuples():
             keeps = "none" if pd.isna(r.smallest_rank_keeping_up) else f"r{int(r.smallest_rank_keeping_up)}"
             parts.append(f"{r.n_facts:,} facts ({r.dataset_bits:,.0f} bits, FullFT stored "
-                         f"{r.fullft_bits_absorbed:,.0f}): ranks falling off: {r.ranks_falling_off}; smallest rank "
+                         f"{r.fullft_bits_stored:,.0f}): ranks falling off: {r.ranks_falling_off}; smallest rank "
                          f"keeping up: {keeps}")
         out.append(f"**{model}** — " + "; ".join(parts) + ".")
     return out
@@ -255,11 +255,13 @@ def capacity_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, li
     per_param = table.groupby("method").bits_per_parameter.max()
     per_param = per_param[method_order(per_param.index)]
     show = ["model", "n_facts", "method", "lr", "at_grid_edge", "trainable_parameters", "dataset_bits",
-            "bits_absorbed", "share_stored", "bits_per_parameter", "gap", "verdict", "falls_off"]
+            "bits_stored", "bits_absorbed", "share_stored", "bits_per_parameter", "gap", "verdict", "falls_off"]
     return [("Capacity", [
         f"SFT on random facts tables of {', '.join(f'{n:,}' for n in cfg.capacity.n_facts)} keys "
         f"({cfg.capacity.probes} facts probed per split, {len(cfg.capacity.seeds)} seed(s)), every method at its "
-        "best lr on val. Bits stored = drop in total train NLL, in bits. A LoRA rank falls off when its test gap "
+        "best lr on val. Bits stored = the table's bits minus the final total train NLL in bits (at least 0); bits "
+        "absorbed = the drop in train NLL from the base model (it also counts format the base unlearns). "
+        "A LoRA rank falls off when its test gap "
         f"to FullFT is at or below -{cfg.analysis.parity_threshold['sft']:g} nats/token (the SFT parity threshold).",
         *capacity_findings(falloff),
         "Most bits stored per trainable parameter at any size: "
@@ -329,10 +331,17 @@ def layer_findings(table: pd.DataFrame) -> list[str]:
     out = []
     for r in table.sort_values(["regime", "model", "rank", "scope"]).itertuples():
         expected = "worse" if r.scope == "attention" else "parity"
-        agrees = "agrees with" if r.verdict == expected else "differs from"
+        finding = "attention-only underperforms" if expected == "worse" else "MLP-only matches all layers"
+        if r.verdict == expected:
+            relation = f"this agrees with the original finding ({finding})"
+        elif r.verdict == "inconclusive":
+            side = "below" if r.gap_to_all_linear < 0 else "above"
+            relation = (f"this neither confirms nor contradicts the original finding ({finding}): the point estimate "
+                        f"is {side} all-linear, but the interval covers 0")
+        else:
+            relation = f"this differs from the original finding ({finding})"
         out.append(f"{r.regime.upper()} · {r.model} · rank {r.rank}: {r.scope}-only vs all-linear: {r.verdict} "
-                   f"(gap {r.gap_to_all_linear:+.3f}, CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}]); this {agrees} the "
-                   f"original finding ({'attention-only underperforms' if expected == 'worse' else 'MLP-only matches all layers'}).")
+                   f"(gap {r.gap_to_all_linear:+.3f}, CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}]); {relation}.")
     return out
 
 
