@@ -28,9 +28,6 @@ from rankone.config import StudyConfig
 from rankone.io import atomic_path, read_json
 from rankone.paths import Layout
 
-KEYS = ["model", "n_facts", "method"]
-
-
 def bits_stored(dataset_bits: pd.Series, final_nll_bits: pd.Series) -> pd.Series:
     """What the table holds minus what the model is still unsure of (total train NLL, bits), at
     least 0. The NLL drop from the base model (bits_absorbed) also counts what the base model
@@ -92,9 +89,8 @@ def chart_points(cfg: StudyConfig, table: pd.DataFrame, at: Layout) -> pd.DataFr
     sft = table.assign(regime="sft", bits=table.bits_stored, kind="bits stored (table bits - final train NLL)")
     columns = ["regime", "model", "method", "n_facts", "trainable_parameters", "bits", "kind"]
     frames = [sft[columns]]
-    info_path = at.analysis / "information.csv"
     if "rl" in cfg.regimes:
-        info = pd.read_csv(info_path)
+        info = pd.read_csv(at.analysis / "information.csv")
         rl = info[info.regime == "rl"].assign(n_facts=math.nan, bits=lambda d: d.info_bound_bits,
                                               kind="RL information bound (episodes x reward entropy)")
         frames.append(rl[columns])

@@ -38,14 +38,18 @@ def load_tensors(folder: Path) -> dict[str, torch.Tensor]:
     return {k: v.float() for k, v in tensors.items()}
 
 
-def changed_shares(before: torch.Tensor, after: torch.Tensor) -> dict[str, float]:
+def changed_masks(before: torch.Tensor, after: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Which parameters changed, three ways: exactly, beyond ATOL (fp32), after a bf16 cast."""
     delta = after - before
-    n = delta.numel()
     return {
-        "exact": float((delta != 0).sum()) / n,
-        "atol": float((~torch.isclose(delta, torch.zeros_like(delta), rtol=0.0, atol=ATOL)).sum()) / n,
-        "bf16": float((after.bfloat16() != before.bfloat16()).sum()) / n,
+        "exact": delta != 0,
+        "atol": ~torch.isclose(delta, torch.zeros_like(delta), rtol=0.0, atol=ATOL),
+        "bf16": after.bfloat16() != before.bfloat16(),
     }
+
+
+def changed_shares(before: torch.Tensor, after: torch.Tensor) -> dict[str, float]:
+    return {k: float(mask.sum()) / mask.numel() for k, mask in changed_masks(before, after).items()}
 
 
 def effective_rank(matrix: torch.Tensor) -> float:
@@ -91,16 +95,16 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         n_params = 0
         run_masks = []
         for name, before in base.items():
-            share = changed_shares(before, after[name])
+            changed = changed_masks(before, after[name])
             for k in totals:
-                totals[k] += share[k] * before.numel()
+                totals[k] += float(changed[k].sum())
             n_params += before.numel()
+            run_masks.append(changed["atol"].flatten())
             delta = after[name] - before
-            run_masks.append(~torch.isclose(delta, torch.zeros_like(delta), rtol=0.0, atol=ATOL).flatten())
             if delta.ndim == 2 and "embed" not in name and "lm_head" not in name:
                 matrices.append({"regime": r.regime, "model": r.model, "seed": r.seed, "matrix": name,
                                  "shape": "x".join(map(str, delta.shape)), **matrix_stats(delta),
-                                 "share_atol": share["atol"]})
+                                 "share_atol": float(changed["atol"].sum()) / before.numel()})
         masks[(r.regime, r.model, r.seed)] = torch.cat(run_masks)
         shares.append({"regime": r.regime, "model": r.model, "seed": r.seed, "lr": r.lr, "parameters": n_params,
                        **{f"share_changed_{k}": v / n_params for k, v in totals.items()}})

@@ -3,7 +3,7 @@
 # depends on changes (and not when an unrelated field does).
 import functools
 
-from rankone.cli import capacity_runs, write_resolved
+from rankone.cli import write_resolved
 from rankone.code import source_digest
 from rankone.config import validate as validate_study
 from rankone.paths import Layout
@@ -103,13 +103,13 @@ def data_inputs(wildcards):
     )
 
 
-def run_files(stage, filename):
-    return [f"{RESULTS}/{stage}/{run.path}/{filename}" for run in STUDY.runs()]
+def run_files(stage, filename, study=STUDY, root=RESULTS):
+    return [f"{root}/{stage}/{run.path}/{filename}" for run in study.runs()]
 
 
-def evaluation_files():
-    groups = sorted({(run.regime, run.model, run.method) for run in STUDY.runs()})
-    return [f"{RESULTS}/evaluate/{g}/{m}/{x}/metrics.jsonl" for g, m, x in groups]
+def evaluation_files(study=STUDY, root=RESULTS):
+    groups = sorted({(run.regime, run.model, run.method) for run in study.runs()})
+    return [f"{root}/evaluate/{g}/{m}/{x}/metrics.jsonl" for g, m, x in groups]
 
 
 def fullft_weights():
@@ -122,18 +122,15 @@ def fullft_weights():
 
 def capacity_files(stage):
     """run.json of every capacity run (train), or each capacity evaluation (evaluate)."""
-    if stage == "train":
-        return [
-            f"{CAPACITY.format(n_facts=n)}/train/{run.path}/run.json"
-            for n, run in capacity_runs(STUDY)
-        ]
-    groups = sorted(
-        {(n, run.regime, run.model, run.method) for n, run in capacity_runs(STUDY)}
-    )
-    return [
-        f"{CAPACITY.format(n_facts=n)}/evaluate/{g}/{m}/{x}/metrics.jsonl"
-        for n, g, m, x in groups
-    ]
+    sizes = STUDY.capacity.n_facts if STUDY.capacity else []
+    files = []
+    for n in sizes:
+        study, root = capacity_study(n), CAPACITY.format(n_facts=n)
+        if stage == "train":
+            files += run_files("train", "run.json", study, root)
+        else:
+            files += evaluation_files(study, root)
+    return files
 
 
 def capacity_tables():
