@@ -31,5 +31,5 @@ def study(tmp_path_factory):
     for regime in cfg.regimes:
         data.build(cfg, regime, at.data(regime))
     for model in cfg.models:
-        build(cfg, model, at.data("rl"), at.model(model))
+        build(cfg, model, at.data_root, at.model(model))
     return cfg, at

@@ -34,7 +34,7 @@ def test_importance_ratio_is_one_on_policy(study):
         engine = make_engine("hf", policy, tokenizer, 1.0, 4)
         torch.manual_seed(0)
         samples = engine.sample(["03+04=", "11+02="], 4)
-        learner = completion_logprobs(policy, samples.prompt_ids_B_P, samples.prompt_mask_B_P,
+        learner = completion_logprobs(policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L,
                                       samples.completion_B_C, samples.completion_mask_B_C)
         mask = samples.completion_mask_B_C.float()
         ratio = importance_ratio(learner, samples.sampler_logprobs_B_C, mask)

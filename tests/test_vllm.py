@@ -44,7 +44,7 @@ def engines(study):
 
 def learner_logprobs(policy, samples):
     with torch.no_grad():
-        return completion_logprobs(policy, samples.prompt_ids_B_P, samples.prompt_mask_B_P,
+        return completion_logprobs(policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L,
                                    samples.completion_B_C, samples.completion_mask_B_C)
 
 
@@ -75,7 +75,7 @@ def rl_update(policy, engine, lr: float = 0.05) -> None:
     advantages_P_G, keep_P = group_advantages(rewards_P_G)
     assert keep_P.any()
     policy.train()
-    learner = completion_logprobs(policy, samples.prompt_ids_B_P, samples.prompt_mask_B_P,
+    learner = completion_logprobs(policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L,
                                   samples.completion_B_C, samples.completion_mask_B_C)
     ratio = importance_ratio(learner, samples.sampler_logprobs_B_C, samples.completion_mask_B_C.float())
     loss = -(ratio * advantages_P_G.reshape(-1, 1)).sum() / ratio.shape[0]

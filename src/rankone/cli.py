@@ -19,13 +19,6 @@ from rankone.io import log, setup_logging
 from rankone.paths import Layout
 
 
-def _run_id(cfg: StudyConfig, text: str) -> RunId:
-    run = RunId.parse(text)
-    if run not in cfg.runs():
-        raise ConfigError(f"run {text!r} is not in the study's grid; `rankone runs --config ...` lists them")
-    return run
-
-
 def _scoped(cfg: StudyConfig, args) -> tuple[StudyConfig, Layout]:
     """The study and layout a job runs in: the study itself, or with --capacity N its
     capacity sub-study at table size N."""
@@ -47,7 +40,7 @@ def cmd_models(cfg: StudyConfig, args) -> None:
     from rankone.models.build import build
 
     at = Layout(cfg)
-    build(cfg, args.model, at.data("rl"), at.model(args.model))
+    build(cfg, args.model, at.data_root, at.model(args.model))
 
 
 def cmd_rollouts(cfg: StudyConfig, args) -> None:
@@ -64,9 +57,10 @@ def cmd_train(cfg: StudyConfig, args) -> None:
     from rankone.train import TRAINERS
 
     cfg, at = _scoped(cfg, args)
-    run = _run_id(cfg, args.run)
-    verify(at.data(run.regime))
-    TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), at.train(run))
+    runs = cfg.select(args.run)
+    verify(at.data(runs[0].regime))
+    for run in runs:  # one process for every seed of a cell: imports and data load once
+        TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), at.train(run))
 
 
 def cmd_evaluate(cfg: StudyConfig, args) -> None:
@@ -144,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     stage("data", cmd_data, "build a task's splits", capacity=True, regime="rl or sft")
     stage("models", cmd_models, "build and warm-start a base model", model="model preset name")
     stage("rollouts", cmd_rollouts, "base-policy rollout statistics", model="model preset name")
-    stage("train", cmd_train, "train one run", capacity=True, run="<regime>/<model>/<method>/lr<lr>/seed<seed>")
+    stage("train", cmd_train, "train one run, or every seed of a cell", capacity=True,
+          run="<regime>/<model>/<method>/lr<lr>[/seed<seed>] (without the seed: all the study's seeds)")
     stage("evaluate", cmd_evaluate, "evaluate every run of one method (all lrs, seeds)", capacity=True,
           method="<regime>/<model>/<method>, e.g. rl/qwen3-tiny/lora-r1")
     stage("analysis", cmd_analysis, "tables, best learning rates, verdicts")

@@ -170,9 +170,17 @@ class EvaluateConfig(Strict):
 class AnalysisConfig(Strict):
     parity_threshold: dict[Literal["rl", "sft"], float] = Field(
         default_factory=lambda: {"rl": 0.05, "sft": 0.1},
-        description="Gap to FullFT under which a method counts as at parity (metric units), fixed before the run.",
+        description="Equivalence margin of the score (RL: mean reward; SFT: -NLL, nats/token), fixed before the "
+        "run: parity only when the whole interval of the gap to FullFT lies inside +-margin.",
+    )
+    greedy_margin: float = Field(
+        0.05, gt=0, description="Equivalence margin of greedy accuracy (both regimes), fixed before the run."
     )
     confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the interval over seeds.")
+    plateau_share: float = Field(
+        0.2, gt=0, le=0.5, description="RL plateau test: FullFT's mean reward over the last this share of steps "
+        "against the same share before it, at its best lr.",
+    )
     bits_per_param: float = Field(2.0, gt=0, description="Reference capacity line, bits per trainable parameter.")
     early_steps: int = Field(
         10, gt=0, description="Steps over which learning curves of different ranks at one lr are compared."
@@ -365,6 +373,16 @@ class StudyConfig(Grid):
             for seed in self.seeds
         ]
 
+    def select(self, text: str) -> list[RunId]:
+        """The runs a CLI argument names: one run (.../seed<seed>) or every seed of a cell (.../lr<lr>)."""
+        m = re.fullmatch(RUN_PATH, text.strip("/"))
+        if not m:
+            raise ConfigError(f"run {text!r} is not of the form <regime>/<model>/<method>/lr<lr>[/seed<seed>]")
+        runs = [r for r in self.runs() if r.path == text.strip("/") or r.cell == text.strip("/")]
+        if not runs:
+            raise ConfigError(f"run {text!r} is not in the study's grid; `rankone runs --config ...` lists them")
+        return runs
+
     def lr_grid(self, regime: str, method: str) -> list[float]:
         grid = self.learning_rates[regime]
         return grid.fullft if method == "fullft" else grid.lora
@@ -375,6 +393,10 @@ class StudyConfig(Grid):
         if sections:
             data = {k: _lookup(data, k) for k in sections}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# <regime>/<model>/<method>/lr<lr>[/seed<seed>]: one run, or without the seed all seeds of a cell.
+RUN_PATH = r"(rl|sft)/([^/]+)/([^/]+)/lr([^/]+)(?:/seed(\d+))?"
 
 
 class RunId:
@@ -393,10 +415,15 @@ class RunId:
     def path(self) -> str:
         return f"{self.regime}/{self.model}/{self.method}/lr{lr_tag(self.lr)}/seed{self.seed}"
 
+    @property
+    def cell(self) -> str:
+        """The (regime, model, method, lr) this run belongs to; one train job runs all its seeds."""
+        return self.path.rsplit("/", 1)[0]
+
     @classmethod
     def parse(cls, path: str) -> RunId:
-        m = re.fullmatch(r"(rl|sft)/([^/]+)/([^/]+)/lr([^/]+)/seed(\d+)", path.strip("/"))
-        if not m:
+        m = re.fullmatch(RUN_PATH, path.strip("/"))
+        if not m or m[5] is None:
             raise ConfigError(f"run id {path!r} is not of the form <regime>/<model>/<method>/lr<lr>/seed<seed>")
         return cls(m[1], m[2], m[3], float(m[4]), int(m[5]))
 
@@ -459,7 +486,7 @@ def validate(data: dict, source: str = "config") -> StudyConfig:
         raise ConfigError(f"invalid {source}: {_format_errors(err)}") from None
 
 
-def load(path: str | Path) -> StudyConfig:
+def read_yaml(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
@@ -469,7 +496,35 @@ def load(path: str | Path) -> StudyConfig:
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {err}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
-    return validate(data, source=f"config {str(path)!r}")
+    return data
+
+
+def load(path: str | Path) -> StudyConfig:
+    return validate(read_yaml(path), source=f"config {str(path)!r}")
+
+
+def layer(base: dict, over: dict, at: tuple[str, ...] = ()) -> dict:
+    """`over` merged into `base` the way Snakemake layers config files (mappings merge, other
+    values replace), except that a task that changes its name replaces the old task whole:
+    the old task's params mean nothing to the new one."""
+    out = dict(base)
+    for key, value in over.items():
+        old = base.get(key)
+        switches_task = at == ("tasks",) and isinstance(old, dict) and isinstance(value, dict) and (
+            value.get("name", old.get("name")) != old.get("name"))
+        if isinstance(value, dict) and isinstance(old, dict) and not switches_task:
+            out[key] = layer(old, value, (*at, key))
+        else:
+            out[key] = value
+    return out
+
+
+def layered_files(files: list, overrides: dict | None = None) -> dict:
+    """The config of YAML `files` layered in order (see `layer`), then `overrides` on top."""
+    data: dict = {}
+    for path in files:
+        data = layer(data, read_yaml(path))
+    return layer(data, dict(overrides or {}))
 
 
 def json_schema() -> dict:

@@ -32,7 +32,7 @@ def build(cfg: StudyConfig, regime: str, out_dir: Path) -> dict:
             "seed": cfg.seed,
             "splits": {s: {"rows": len(splits[s]), "sha256": sha256_file(tmp / f"{s}.jsonl")} for s in SPLITS},
             "information_bits": task.information_bits(params, splits["train"]),
-            "provenance": provenance(cfg.digest("seed", "tasks"), cfg.seed, started),
+            "provenance": provenance(cfg, "data", cfg.seed, started, regime),
         }
         write_json(tmp / "manifest.json", manifest)
     return manifest

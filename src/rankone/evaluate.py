@@ -27,9 +27,9 @@ def answer_nll_nats(model, tokenizer, rows: list[dict], batch_size: int = 512) -
     total, tokens = 0.0, 0
     for i in range(0, len(rows), batch_size):
         chunk = rows[i : i + batch_size]
-        prompt_ids_B_P, prompt_mask_B_P = encode_prompts(tokenizer, [r["prompt"] for r in chunk])
+        prompt_ids_B_L, prompt_mask_B_L = encode_prompts(tokenizer, [r["prompt"] for r in chunk])
         completion_B_C, mask_B_C = encode_completions(tokenizer, [r["answer"] for r in chunk])
-        logprobs_B_C = completion_logprobs(model, prompt_ids_B_P, prompt_mask_B_P, completion_B_C, mask_B_C)
+        logprobs_B_C = completion_logprobs(model, prompt_ids_B_L, prompt_mask_B_L, completion_B_C, mask_B_C)
         total -= float(logprobs_B_C.sum())
         tokens += int(mask_B_C.sum())
     return total, tokens
@@ -90,6 +90,6 @@ def run(cfg: StudyConfig, regime: str, model: str, method: str, at) -> list[dict
         base, tokenizer = load_base(model_dir)
         base_train_nats, _ = answer_nll_nats(base, tokenizer, splits["train"])
     results = [evaluate_run(cfg, r, model_dir, splits, base_train_nats, at.train(r)) for r in runs]
-    prov = provenance(cfg.digest("evaluate", "rollout", "tasks"), None, started)
+    prov = provenance(cfg, "evaluate", None, started, regime)
     write_jsonl(at.evaluation(regime, model, method), [{**r, "provenance": prov} for r in results])
     return results

@@ -130,10 +130,16 @@ def git_state(cwd: str | Path = ".") -> dict:
         return {"commit": None, "dirty": None}
 
 
-def provenance(config_digest: str, seed: int | None, started: float) -> dict:
-    """What is needed to rebuild an output: config hash, seed, software, code, host, times, command."""
+def provenance(cfg, stage: str, seed: int | None, started: float, regime: str | None = None) -> dict:
+    """What is needed to rebuild an output of `stage`: the digests of the config sections and
+    library code the stage reads (rankone.stages), seed, software, git state, host, times, command."""
+    from rankone.stages import config_digest, config_sections, source_digest
+
     return {
-        "config_digest": config_digest,
+        "stage": stage,
+        "config_sections": config_sections(stage, regime),
+        "config_digest": config_digest(cfg, stage, regime),
+        "code_digest": source_digest(stage),
         "seed": seed,
         "packages": package_versions(),
         "python": platform.python_version(),

@@ -28,8 +28,12 @@ class Layout:
     def study_config(self) -> Path:
         return self.root / "study.yaml"
 
+    @property
+    def data_root(self) -> Path:
+        return self.root / "data"
+
     def data(self, regime: str) -> Path:
-        return self.root / "data" / regime
+        return self.data_root / regime
 
     def model(self, model: str) -> Path:
         return self.models / model

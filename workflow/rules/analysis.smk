@@ -20,6 +20,6 @@ rule analysis:
         rankone=RANKONE,
         config=STUDY_CONFIG,
         code=code("analysis"),
-        digest=STUDY.digest("analysis"),
+        digest=digest("analysis"),
     shell:
         "{params.rankone} analysis --config {params.config} 2> {log}"

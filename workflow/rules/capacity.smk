@@ -8,6 +8,7 @@ use rule data as capacity_data with:
         train=f"{CAPACITY}/data/{{regime}}/train.jsonl",
         val=f"{CAPACITY}/data/{{regime}}/val.jsonl",
         test=f"{CAPACITY}/data/{{regime}}/test.jsonl",
+        warmup=f"{CAPACITY}/data/{{regime}}/warmup.jsonl",
         manifest=f"{CAPACITY}/data/{{regime}}/manifest.json",
     log:
         f"{RESULTS}/logs/capacity/n{{n_facts}}/data/{{regime}}.log",
@@ -15,12 +16,12 @@ use rule data as capacity_data with:
 
 use rule train as capacity_train with:
     output:
-        metrics=f"{CAPACITY}/train/{RUN}/metrics.jsonl",
-        timings=f"{CAPACITY}/train/{RUN}/timings.jsonl",
-        weights=directory(f"{CAPACITY}/train/{RUN}/weights"),
-        run=f"{CAPACITY}/train/{RUN}/run.json",
+        metrics=seed_outputs(CAPACITY, CAPACITY_SEEDS, "metrics.jsonl"),
+        timings=seed_outputs(CAPACITY, CAPACITY_SEEDS, "timings.jsonl"),
+        weights=directory(seed_outputs(CAPACITY, CAPACITY_SEEDS, "weights")),
+        run=seed_outputs(CAPACITY, CAPACITY_SEEDS, "run.json"),
     log:
-        f"{RESULTS}/logs/capacity/n{{n_facts}}/train/{RUN}.log",
+        f"{RESULTS}/logs/capacity/n{{n_facts}}/train/{CELL}.log",
 
 
 use rule evaluate as capacity_evaluate with:
@@ -47,6 +48,6 @@ rule capacity:
         rankone=RANKONE,
         config=STUDY_CONFIG,
         code=code("capacity"),
-        digest=STUDY.digest("analysis", "capacity"),
+        digest=digest("capacity"),
     shell:
         "{params.rankone} capacity --config {params.config} 2> {log}"

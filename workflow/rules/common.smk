@@ -1,22 +1,31 @@
-# Shared helpers: the validated study, its output layout, and per-stage config digests.
-# The digests are rule params, so Snakemake reruns a job exactly when the config it
-# depends on changes (and not when an unrelated field does).
+# Shared helpers: the validated study, its output layout, and per-stage digests of the
+# config and code each stage reads (the table in rankone.stages). The digests are rule
+# params, so Snakemake reruns a job exactly when what it depends on changes.
 import functools
+from pathlib import Path
 
 from rankone.cli import write_resolved
-from rankone.code import source_digest
-from rankone.config import validate as validate_study
+from rankone.config import layered_files, validate as validate_study
 from rankone.paths import Layout
+from rankone.stages import config_digest, source_digest
 
-STUDY = validate_study(config)
+# The Snakefile's configfile, then each --configfile, then --config values, layered by
+# rankone's rule (rankone.config.layer: a task that changes its name drops the old params).
+CLI_CONFIGFILES = [Path(f).absolute() for f in workflow.config_settings.configfiles]
+CONFIGFILES = [f for f in workflow.configfiles if Path(f).absolute() not in CLI_CONFIGFILES]
+STUDY = validate_study(
+    layered_files(CONFIGFILES + CLI_CONFIGFILES, workflow.config_settings.config)
+)
 LAYOUT = Layout(STUDY)
 RESULTS = str(LAYOUT.root)
 REPORT = str(LAYOUT.report)
 STUDY_CONFIG = str(LAYOUT.study_config)
-RUN = "{regime}/{model}/{method}/lr{lr}/seed{seed}"
+# One train job trains every seed of a cell: one process, one set of imports.
+CELL = "{regime}/{model}/{method}/lr{lr}"
 # A capacity sub-study (one facts-table size) mirrors the study's data/train/evaluate
 # layout under capacity/n<size>/ and shares its base models.
 CAPACITY = f"{RESULTS}/capacity/n{{n_facts}}"
+CAPACITY_SEEDS = STUDY.capacity.seeds if STUDY.capacity else []
 # Runs the library from this checkout (also inside a conda env, where rankone is not
 # installed). Relative to the working directory, so the command, a param, is the same
 # in every checkout and the between-workflow cache can match across them.
@@ -32,12 +41,28 @@ wildcard_constraints:
     model="[A-Za-z0-9._-]+",
     method="fullft|lora-r[0-9]+(-attn|-mlp)?",
     lr="[0-9.e+-]+",
-    seed="[0-9]+",
     n_facts="[0-9]+",
 
 
 def code(stage):
     return source_digest(stage, f"{SRC}/rankone")
+
+
+def digest(stage):
+    """The rule param: digest of the config sections `stage` reads, per job (regime, capacity size)."""
+
+    def job_digest(wildcards):
+        regime = wildcards.get("regime")
+        return config_digest(scope(wildcards)[0], stage, regime)
+
+    return job_digest
+
+
+def seed_outputs(root, seeds, name):
+    """`name` in every seed's run folder of a cell (the cell's wildcards left in place)."""
+    return expand(
+        f"{root}/train/{CELL}/seed{{seed}}/{name}", seed=seeds, allow_missing=True
+    )
 
 
 @functools.cache
@@ -59,8 +84,8 @@ def scope_flag(wildcards):
     return f" --capacity {wildcards.n_facts}" if "n_facts" in wildcards.keys() else ""
 
 
-def run_id(wildcards):
-    return RUN.format(**wildcards)
+def cell_id(wildcards):
+    return CELL.format(**wildcards)
 
 
 def method_id(wildcards):
@@ -79,20 +104,11 @@ def method_runs(wildcards):
     ]
 
 
-def data_digest(wildcards):
-    return scope(wildcards)[0].digest("seed", f"tasks.{wildcards.regime}")
-
-
-def train_digest(wildcards):
-    sections = ["threads", wildcards.regime, "lora", f"tasks.{wildcards.regime}"]
-    extra = ["rollout"] if wildcards.regime == "rl" else []
-    return scope(wildcards)[0].digest(*sections, *extra)
-
-
-def evaluate_digest(wildcards):
-    return scope(wildcards)[0].digest(
-        "evaluate", "rollout.max_new_tokens", f"tasks.{wildcards.regime}"
-    )
+def model_data():
+    """What the warm-start reads: every task's warm-up split, and RL train for the pass@1 check."""
+    return [f"{RESULTS}/data/{regime}/warmup.jsonl" for regime in STUDY.tasks] + [
+        f"{RESULTS}/data/rl/train.jsonl"
+    ]
 
 
 def data_inputs(wildcards):

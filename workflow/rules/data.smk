@@ -3,6 +3,7 @@ rule data:
         train=f"{RESULTS}/data/{{regime}}/train.jsonl",
         val=f"{RESULTS}/data/{{regime}}/val.jsonl",
         test=f"{RESULTS}/data/{{regime}}/test.jsonl",
+        warmup=f"{RESULTS}/data/{{regime}}/warmup.jsonl",
         manifest=f"{RESULTS}/data/{{regime}}/manifest.json",
     log:
         f"{RESULTS}/logs/data/{{regime}}.log",
@@ -14,6 +15,6 @@ rule data:
         config=STUDY_CONFIG,
         code=code("data"),
         scope=scope_flag,
-        digest=data_digest,
+        digest=digest("data"),
     shell:
         "{params.rankone} data --config {params.config} --regime {wildcards.regime}{params.scope} 2> {log}"

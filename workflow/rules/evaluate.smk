@@ -16,6 +16,6 @@ rule evaluate:
         code=code("evaluate"),
         method=method_id,
         scope=scope_flag,
-        digest=evaluate_digest,
+        digest=digest("evaluate"),
     shell:
         "{params.rankone} evaluate --config {params.config} --method {params.method}{params.scope} 2> {log}"

@@ -1,6 +1,6 @@
 rule models:
     input:
-        f"{RESULTS}/data/rl/train.jsonl",
+        model_data(),
     output:
         directory(f"{RESULTS}/models/{{model}}"),
     log:
@@ -13,13 +13,6 @@ rule models:
         rankone=RANKONE,
         config=STUDY_CONFIG,
         code=code("models"),
-        digest=STUDY.digest(
-            "seed",
-            "threads",
-            "architecture",
-            "pretrain",
-            "tasks.rl",
-            "rollout.max_new_tokens",
-        ),
+        digest=digest("models"),
     shell:
         "{params.rankone} models --config {params.config} --model {wildcards.model} 2> {log}"

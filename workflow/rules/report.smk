@@ -53,6 +53,6 @@ rule report:
         rankone=RANKONE,
         config=STUDY_CONFIG,
         code=code("report"),
-        digest=STUDY.digest("analysis.bits_per_param"),
+        digest=digest("report"),
     shell:
         "{params.rankone} report --config {params.config} 2> {log}"

@@ -14,6 +14,6 @@ rule rollouts:
         rankone=RANKONE,
         config=STUDY_CONFIG,
         code=code("rollouts"),
-        digest=STUDY.digest("seed", "threads", "rollout", "tasks.rl"),
+        digest=digest("rollouts"),
     shell:
         "{params.rankone} rollouts --config {params.config} --model {wildcards.model} 2> {log}"

@@ -3,12 +3,12 @@ rule train:
         model=f"{RESULTS}/models/{{model}}",
         data=data_inputs,
     output:
-        metrics=f"{RESULTS}/train/{RUN}/metrics.jsonl",
-        timings=f"{RESULTS}/train/{RUN}/timings.jsonl",
-        weights=directory(f"{RESULTS}/train/{RUN}/weights"),
-        run=f"{RESULTS}/train/{RUN}/run.json",
+        metrics=seed_outputs(RESULTS, STUDY.seeds, "metrics.jsonl"),
+        timings=seed_outputs(RESULTS, STUDY.seeds, "timings.jsonl"),
+        weights=directory(seed_outputs(RESULTS, STUDY.seeds, "weights")),
+        run=seed_outputs(RESULTS, STUDY.seeds, "run.json"),
     log:
-        f"{RESULTS}/logs/train/{RUN}.log",
+        f"{RESULTS}/logs/train/{CELL}.log",
     cache: "omit-software"
     conda:
         ML_ENV
@@ -17,8 +17,8 @@ rule train:
         rankone=RANKONE,
         config=STUDY_CONFIG,
         code=code("train"),
-        run=run_id,
+        run=cell_id,
         scope=scope_flag,
-        digest=train_digest,
+        digest=digest("train"),
     shell:
         "{params.rankone} train --config {params.config} --run {params.run}{params.scope} 2> {log}"

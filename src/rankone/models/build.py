@@ -1,9 +1,11 @@
 """The models stage: build a base model and warm-start it.
 
 A tiny preset is a real transformers model built from its config class, then
-pretrained on a synthetic corpus of RL-task train problems whose answers are partly
-corrupted, so the base policy is right some of the time but not always (RL needs
-reward variance to learn from). Its pass@1 on RL train prompts is recorded.
+pretrained on the RL task's warm-up split (problems disjoint from RL train, val and
+test) with answers partly corrupted, so that on the RL prompts, which it has never
+seen, the base policy is right some of the time but not always (RL needs reward
+variance to learn from, and has to learn rather than recall). Its pass@1 on RL train
+prompts is recorded.
 """
 
 from __future__ import annotations
@@ -20,10 +22,8 @@ from rankone.models import HubPreset, LocalPreset, build_tokenizer, preset
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts, sample
 
 
-FORMAT_SEED_OFFSET = 1_000_003
-
-
-def build(cfg: StudyConfig, model_name: str, data_dir: Path, out_dir: Path) -> dict:
+def build(cfg: StudyConfig, model_name: str, data_root: Path, out_dir: Path) -> dict:
+    """`data_root` holds the data stage's folders, one per regime (rl/, sft/)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     started = time.time()
@@ -46,7 +46,7 @@ def build(cfg: StudyConfig, model_name: str, data_dir: Path, out_dir: Path) -> d
                 tokenizer.pad_token_id,
             )
             model = AutoModelForCausalLM.from_config(config)
-            stats = pretrain(cfg, model, tokenizer, read_jsonl(data_dir / "train.jsonl"), model_name)
+            stats = pretrain(cfg, model, tokenizer, data_root, model_name)
         model.generation_config.do_sample = True
         model.generation_config.top_k = None
         model.save_pretrained(tmp)
@@ -56,23 +56,22 @@ def build(cfg: StudyConfig, model_name: str, data_dir: Path, out_dir: Path) -> d
             "class": type(model).__name__,
             "parameters": sum(p.numel() for p in model.parameters()),
             **stats,
-            "provenance": provenance(cfg.digest("seed", "architecture", "pretrain", "tasks"), cfg.seed, started),
+            "provenance": provenance(cfg, "models", None, started),
         }
         write_json(tmp / "rankone.json", info)
     return info
 
 
-def pretrain(cfg: StudyConfig, model, tokenizer, rows: list[dict], model_name: str) -> dict:
+def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: str) -> dict:
     p = cfg.pretrain
     task = cfg.tasks["rl"].task()
     total = p.steps * p.batch_size
     n_format = round(total * p.sft_format_share) if "sft" in cfg.tasks else 0
-    corpus = task.corpus(rows, p.corruption, total - n_format, cfg.seed)
+    corpus = task.corpus(read_jsonl(data_root / "rl" / "warmup.jsonl"), p.corruption, total - n_format, cfg.seed)
     if n_format:
-        # Another instance of the SFT task (another seed): its format, none of its content.
-        sft_cfg = cfg.tasks["sft"]
-        other = sft_cfg.task().splits(sft_cfg.typed_params(), cfg.seed + FORMAT_SEED_OFFSET)["train"]
-        corpus += sft_cfg.task().corpus(other, 0.0, n_format, cfg.seed)
+        # The SFT task's warm-up table: its format, none of the facts SFT trains on.
+        warmup = read_jsonl(data_root / "sft" / "warmup.jsonl")
+        corpus += cfg.tasks["sft"].task().corpus(warmup, 0.0, n_format, cfg.seed)
         random.Random(f"mix:{cfg.seed}").shuffle(corpus)
     optimizer = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=0.0)
     model.train()
@@ -80,9 +79,9 @@ def pretrain(cfg: StudyConfig, model, tokenizer, rows: list[dict], model_name: s
     losses = []
     for step in range(p.steps):
         batch = corpus[step * p.batch_size : (step + 1) * p.batch_size]
-        prompt_ids_B_P, prompt_mask_B_P = encode_prompts(tokenizer, [q for q, _ in batch])
+        prompt_ids_B_L, prompt_mask_B_L = encode_prompts(tokenizer, [q for q, _ in batch])
         completion_B_C, mask_B_C = encode_completions(tokenizer, [a for _, a in batch])
-        logprobs_B_C = completion_logprobs(model, prompt_ids_B_P, prompt_mask_B_P, completion_B_C, mask_B_C)
+        logprobs_B_C = completion_logprobs(model, prompt_ids_B_L, prompt_mask_B_L, completion_B_C, mask_B_C)
         loss = -logprobs_B_C.sum() / mask_B_C.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -93,6 +92,7 @@ def pretrain(cfg: StudyConfig, model, tokenizer, rows: list[dict], model_name: s
             log.info("%s pretrain step %d/%d loss %.4f (%.0f s)", model_name, step + 1, p.steps, loss.item(), time.time() - t0)
     model.eval()
     torch.manual_seed(cfg.seed)
+    rows = read_jsonl(data_root / "rl" / "train.jsonl")  # never in the warm-up
     prompts = [r["prompt"] for r in rows[: p.eval_prompts]]
     answers = [r["answer"] for r in rows[: p.eval_prompts]]
     samples = sample(model, tokenizer, prompts, 1, 1.0, cfg.rollout.max_new_tokens)

@@ -1,6 +1,7 @@
 """Token-level plumbing shared by every stage: encoding, sampling, log-probs.
 
-Shapes are suffixed: B batch, P prompt length, C completion length, V vocabulary.
+Shapes are suffixed: B batch (sequences), L prompt length, C completion length, T = L + C,
+V vocabulary; the trainers add P (prompts) and G (samples per prompt, a group).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import torch.nn.functional as F
 class Samples:
     """What a sampler returns for B = len(prompts) * n sequences (prompt-major order)."""
 
-    prompt_ids_B_P: torch.Tensor
-    prompt_mask_B_P: torch.Tensor
+    prompt_ids_B_L: torch.Tensor
+    prompt_mask_B_L: torch.Tensor
     completion_B_C: torch.Tensor
     completion_mask_B_C: torch.Tensor  # 1 up to and including <eos>
     sampler_logprobs_B_C: torch.Tensor  # log p_sampler(token), 0 where masked
@@ -55,15 +56,15 @@ def decode_completions(tokenizer, rows: list[list[int]]) -> list[str]:
 
 
 def completion_logprobs(
-    model, prompt_ids_B_P, prompt_mask_B_P, completion_B_C, completion_mask_B_C, temperature: float = 1.0
+    model, prompt_ids_B_L, prompt_mask_B_L, completion_B_C, completion_mask_B_C, temperature: float = 1.0
 ) -> torch.Tensor:
     """log p(completion token | prefix) under `model` at `temperature`; 0 where masked."""
-    ids_B_T = torch.cat([prompt_ids_B_P, completion_B_C], dim=1)
-    attn_B_T = torch.cat([prompt_mask_B_P, torch.ones_like(completion_B_C)], dim=1)
+    ids_B_T = torch.cat([prompt_ids_B_L, completion_B_C], dim=1)
+    attn_B_T = torch.cat([prompt_mask_B_L, torch.ones_like(completion_B_C)], dim=1)
     positions_B_T = (attn_B_T.cumsum(-1) - 1).clamp(min=0)
     logits_B_T_V = model(input_ids=ids_B_T, attention_mask=attn_B_T, position_ids=positions_B_T).logits
-    P = prompt_ids_B_P.shape[1]
-    logits_B_C_V = logits_B_T_V[:, P - 1 : -1].float() / temperature
+    L = prompt_ids_B_L.shape[1]
+    logits_B_C_V = logits_B_T_V[:, L - 1 : -1].float() / temperature
     logprobs_B_C = torch.gather(F.log_softmax(logits_B_C_V, -1), 2, completion_B_C.unsqueeze(-1)).squeeze(-1)
     return logprobs_B_C * completion_mask_B_C
 
@@ -82,13 +83,13 @@ def sample(
 
     Sampling uses torch's global RNG: seed it before calling for reproducible draws.
     """
-    prompt_ids_B_P, prompt_mask_B_P = encode_prompts(tokenizer, prompts)
-    prompt_ids_B_P = prompt_ids_B_P.repeat_interleave(n, 0)
-    prompt_mask_B_P = prompt_mask_B_P.repeat_interleave(n, 0)
+    prompt_ids_B_L, prompt_mask_B_L = encode_prompts(tokenizer, prompts)
+    prompt_ids_B_L = prompt_ids_B_L.repeat_interleave(n, 0)
+    prompt_mask_B_L = prompt_mask_B_L.repeat_interleave(n, 0)
     sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
     out = model.generate(
-        input_ids=prompt_ids_B_P,
-        attention_mask=prompt_mask_B_P,
+        input_ids=prompt_ids_B_L,
+        attention_mask=prompt_mask_B_L,
         do_sample=not greedy,
         max_new_tokens=max_new_tokens,
         min_new_tokens=0,
@@ -98,11 +99,11 @@ def sample(
         eos_token_id=tokenizer.eos_token_id,
         **sampling,
     )
-    completion_B_C = out.sequences[:, prompt_ids_B_P.shape[1] :]
+    completion_B_C = out.sequences[:, prompt_ids_B_L.shape[1] :]
     mask_B_C = completion_mask(completion_B_C, tokenizer.eos_token_id)
     logits_B_C_V = torch.stack(out.logits, dim=1).float() / (1.0 if greedy else temperature)
     logprobs_B_C = torch.gather(F.log_softmax(logits_B_C_V, -1), 2, completion_B_C.unsqueeze(-1)).squeeze(-1)
     rows = completion_B_C.tolist()
     texts = decode_completions(tokenizer, rows)
     reasons = ["stop" if tokenizer.eos_token_id in row else "length" for row in rows]
-    return Samples(prompt_ids_B_P, prompt_mask_B_P, completion_B_C, mask_B_C, logprobs_B_C * mask_B_C, texts, reasons)
+    return Samples(prompt_ids_B_L, prompt_mask_B_L, completion_B_C, mask_B_C, logprobs_B_C * mask_B_C, texts, reasons)

@@ -53,7 +53,7 @@ def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dic
         log.info("%s %s: pass@1 %.3f, zero-variance groups %.2f", model_dir.name, split,
                  summary[split]["pass_at_1"], summary[split]["zero_variance_share"])
     engine.close()
-    summary["provenance"] = provenance(cfg.digest("seed", "rollout"), cfg.seed, started)
+    summary["provenance"] = provenance(cfg, "rollouts", cfg.seed, started)
     out_dir.mkdir(parents=True, exist_ok=True)
     import pandas as pd
 

@@ -83,7 +83,7 @@ class VLLMEngine:
     def sample(self, prompts: list[str], n: int, greedy: bool = False) -> Samples:
         from vllm import SamplingParams
 
-        prompt_ids_B_P, prompt_mask_B_P = encode_prompts(self.tokenizer, prompts)
+        prompt_ids_B_L, prompt_mask_B_L = encode_prompts(self.tokenizer, prompts)
         seed = int(torch.randint(0, 2**31 - 1, ()))
         params = SamplingParams(
             n=n,
@@ -95,7 +95,7 @@ class VLLMEngine:
             seed=None if greedy else seed,
             skip_special_tokens=True,
         )
-        requests = [{"prompt_token_ids": ids[mask.bool()].tolist()} for ids, mask in zip(prompt_ids_B_P, prompt_mask_B_P)]
+        requests = [{"prompt_token_ids": ids[mask.bool()].tolist()} for ids, mask in zip(prompt_ids_B_L, prompt_mask_B_L)]
         outputs = self.llm.generate(requests, params, lora_request=self.lora_request, use_tqdm=False)
         rows, logprobs, reasons = [], [], []
         for request in outputs:
@@ -112,8 +112,8 @@ class VLLMEngine:
         mask_B_C = completion_mask(completion_B_C, self.tokenizer.eos_token_id)
         texts = decode_completions(self.tokenizer, rows)
         return Samples(
-            prompt_ids_B_P.repeat_interleave(n, 0),
-            prompt_mask_B_P.repeat_interleave(n, 0),
+            prompt_ids_B_L.repeat_interleave(n, 0),
+            prompt_mask_B_L.repeat_interleave(n, 0),
             completion_B_C,
             mask_B_C,
             logprobs_B_C * mask_B_C,

@@ -1,7 +1,10 @@
 """Two-operand addition, the RL task: "07+45=" -> "52", exact-match reward.
 
-The problem space (all operand pairs) is split into disjoint train/val/test sets,
-so test accuracy measures the learned skill, not recall of seen problems.
+The problem space is split on **unordered** operand pairs, so `a+b` and `b+a` always
+land in the same split, into four disjoint parts: the warm-start pool (the only
+problems the base model is pretrained on), RL train, val and test. RL therefore
+never sees a prompt (or its swapped form) that the base model was taught: a gain
+is learning the skill on new problems, not sharpening answers it already holds.
 """
 
 from __future__ import annotations
@@ -14,15 +17,17 @@ from rankone.tasks.base import Task
 class ArithmeticParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     max_operand: int = Field(99, ge=1, le=9999, description="Operands are drawn from 0..max_operand.")
-    n_val: int = Field(256, gt=0, description="Validation problems.")
-    n_test: int = Field(256, gt=0, description="Test problems.")
-    n_train: int = Field(0, ge=0, description="Train problems; 0 means all the rest.")
+    n_val: int = Field(256, gt=0, description="Validation problems (whole unordered pairs: at most one more).")
+    n_test: int = Field(256, gt=0, description="Test problems (whole unordered pairs: at most one more).")
+    warmup_share: float = Field(
+        0.5, gt=0, lt=1, description="Share of the remaining pairs given to the warm-start pool; the rest is RL train."
+    )
 
     @model_validator(mode="after")
     def _fits(self) -> ArithmeticParams:
         space = (self.max_operand + 1) ** 2
-        if self.n_val + self.n_test + self.n_train > space:
-            raise ValueError(f"n_train + n_val + n_test exceeds the {space} distinct problems")
+        if self.n_val + self.n_test + 4 > space:
+            raise ValueError(f"n_val + n_test leaves too few of the {space} distinct problems for warm-up and train")
         return self
 
 
@@ -37,16 +42,21 @@ class Arithmetic(Task):
 
     @classmethod
     def splits(cls, params: ArithmeticParams, seed: int) -> dict[str, list[dict]]:
-        pairs = [(a, b) for a in range(params.max_operand + 1) for b in range(params.max_operand + 1)]
+        pairs = [(a, b) for a in range(params.max_operand + 1) for b in range(a, params.max_operand + 1)]
         cls.rng(seed, cls.name).shuffle(pairs)
-        n_val, n_test = params.n_val, params.n_test
-        n_train = params.n_train or len(pairs) - n_val - n_test
-        chunks = {
-            "val": pairs[:n_val],
-            "test": pairs[n_val : n_val + n_test],
-            "train": pairs[n_val + n_test : n_val + n_test + n_train],
-        }
-        return {
-            split: [{"prompt": cls.prompt(params, a, b), "answer": str(a + b)} for a, b in chunk]
-            for split, chunk in chunks.items()
-        }
+        rest, chunks = pairs, {}
+        for split, size in (("val", params.n_val), ("test", params.n_test)):
+            taken, problems = 0, 0
+            while problems < size:
+                problems += 1 if rest[taken][0] == rest[taken][1] else 2
+                taken += 1
+            chunks[split], rest = rest[:taken], rest[taken:]
+        n_warmup = round(len(rest) * params.warmup_share)
+        chunks["warmup"], chunks["train"] = rest[:n_warmup], rest[n_warmup:]
+        return {split: cls.rows(params, chunk) for split, chunk in chunks.items()}
+
+    @classmethod
+    def rows(cls, params: ArithmeticParams, pairs: list[tuple[int, int]]) -> list[dict]:
+        """Both orders of every pair, side by side."""
+        orders = [order for a, b in pairs for order in ([(a, b)] if a == b else [(a, b), (b, a)])]
+        return [{"prompt": cls.prompt(params, a, b), "answer": str(a + b)} for a, b in orders]

@@ -7,7 +7,8 @@ import re
 
 from pydantic import BaseModel
 
-SPLITS = ("train", "val", "test")
+# warmup: what the base model may be pretrained on, disjoint from train, val and test.
+SPLITS = ("train", "val", "test", "warmup")
 _INTEGER = re.compile(r"\s*(-?\d+)\s*")
 
 
@@ -19,7 +20,7 @@ class Task:
 
     @classmethod
     def splits(cls, params: BaseModel, seed: int) -> dict[str, list[dict]]:
-        """Train/val/test rows {"prompt": str, "answer": str}, a pure function of (params, seed)."""
+        """Rows {"prompt": str, "answer": str} of each of SPLITS, a pure function of (params, seed)."""
         raise NotImplementedError
 
     @classmethod

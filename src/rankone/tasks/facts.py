@@ -5,6 +5,8 @@ bits that no rule compresses: a dataset whose information content is known and c
 set above or below what an adapter of a given size can store. A random table has
 nothing to generalise to, so val and test are disjoint subsets of the trained facts
 (recall probes): the learning rate is chosen on one set of facts, reported on another.
+The warm-up split is another table of as many facts, with none of the train keys: it
+teaches the base model the `key:value` format and nothing of the content.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class FactsParams(BaseModel):
     def _fits(self) -> FactsParams:
         if self.n_val + self.n_test > self.n_facts:
             raise ValueError("n_val + n_test exceeds n_facts")
-        if self.n_facts > 26**self.key_letters // 2:
+        if self.n_facts > 26**self.key_letters // 4:  # room for the warm-up table too
             raise ValueError(f"n_facts is too large for {self.key_letters}-letter keys")
         return self
 
@@ -42,22 +44,25 @@ class Facts(Task):
     def splits(cls, params: FactsParams, seed: int) -> dict[str, list[dict]]:
         rng = cls.rng(seed, cls.name)
         keys: set[str] = set()
-        ordered = []
-        while len(ordered) < params.n_facts:
-            key = "".join(rng.choice(string.ascii_lowercase) for _ in range(params.key_letters))
-            if key not in keys:
-                keys.add(key)
-                ordered.append(key)
-        rows = [
-            {"prompt": f"{key}:", "answer": "".join(rng.choice(string.digits) for _ in range(params.digits))}
-            for key in ordered
-        ]
+
+        def table() -> list[dict]:
+            ordered = []
+            while len(ordered) < params.n_facts:
+                key = "".join(rng.choice(string.ascii_lowercase) for _ in range(params.key_letters))
+                if key not in keys:
+                    keys.add(key)
+                    ordered.append(key)
+            return [{"prompt": f"{key}:", "answer": "".join(rng.choice(string.digits) for _ in range(params.digits))}
+                    for key in ordered]
+
+        rows = table()
         probes = rows[:]
         rng.shuffle(probes)
         return {
             "train": rows,
             "val": probes[: params.n_val],
             "test": probes[params.n_val : params.n_val + params.n_test],
+            "warmup": table(),  # drawn after the train keys, never one of them
         }
 
     @classmethod

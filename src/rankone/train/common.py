@@ -2,15 +2,23 @@
 
 A run folder holds `metrics.jsonl` (one line per step, byte-reproducible),
 `timings.jsonl` (seconds per step), `weights/` (the adapter or the full model,
-safetensors) and `run.json`, written last, which marks it complete. While a run is
-going, `checkpoint.pt` (written atomically every `checkpoint_every` steps) holds the
-trainable weights, optimizer state and metrics so far; a rerun resumes from it and
-ends with the same bytes as an uninterrupted run. It is removed when the run ends.
+safetensors) and `run.json`, written last, which marks it complete.
+
+While a run is going, `checkpoint/` (written atomically every `checkpoint_every`
+steps) holds the trainable weights and the optimizer's tensors as safetensors and
+everything else (metrics so far, the trainer's running totals, the optimizer's
+hyperparameters, the checkpoint's identity) as JSON: nothing is pickled. The one
+before it is kept as `checkpoint.prev/`. A rerun resumes from the newest readable
+one whose identity matches and ends with the same bytes as an uninterrupted run; an
+unreadable one is reported and set aside (`checkpoint.unreadable-<n>/`). Both are
+removed when the run ends.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +26,10 @@ from pathlib import Path
 import torch
 
 from rankone.config import RunId, StudyConfig
-from rankone.io import atomic_path, log, provenance, seed_everything, write_json, write_jsonl
+from rankone.io import atomic_path, log, provenance, read_json, seed_everything, sha256_file, write_json, write_jsonl
 from rankone.models.load import load_base, make_policy, trainable_parameters
+
+CHECKPOINT, PREVIOUS = "checkpoint", "checkpoint.prev"
 
 
 @dataclass
@@ -27,6 +37,7 @@ class Run:
     cfg: StudyConfig
     run: RunId
     out_dir: Path
+    model_dir: Path
     policy: torch.nn.Module
     tokenizer: object
     optimizer: torch.optim.Optimizer
@@ -45,7 +56,7 @@ class Run:
         # Constant learning rate, no warmup, no weight decay: as in the original runs.
         optimizer = torch.optim.Adam(cls._trainable(policy), lr=run.lr)
         log.info("%s: %d trainable parameters", run.path, trainable_parameters(policy))
-        ctx = cls(cfg, run, out_dir, policy, tokenizer, optimizer, started)
+        ctx = cls(cfg, run, out_dir, Path(model_dir), policy, tokenizer, optimizer, started)
         ctx._resume()
         return ctx
 
@@ -54,40 +65,79 @@ class Run:
         return [p for p in policy.parameters() if p.requires_grad]
 
     @property
-    def checkpoint_path(self) -> Path:
-        return self.out_dir / "checkpoint.pt"
-
-    @property
     def start_step(self) -> int:
         return len(self.metrics)
 
-    def _identity(self) -> dict:
-        return {"run": self.run.path, "config": self.cfg.digest(self.run.regime, "lora", f"tasks.{self.run.regime}")}
+    def identity(self) -> dict:
+        """What a checkpoint must match to be resumed: the run, every config section training
+        depends on through its upstream stages (rankone.stages), the trainer's code and the
+        base model it started from."""
+        from rankone.stages import config_digest, source_digest
+
+        return {"run": self.run.path, "config": config_digest(self.cfg, "train", self.run.regime, lineage=True),
+                "code": source_digest("train"), "base_model": sha256_file(self.model_dir / "rankone.json")}
 
     def _resume(self) -> None:
-        if not self.checkpoint_path.is_file():
+        for name in (CHECKPOINT, PREVIOUS):
+            folder = self.out_dir / name
+            if not folder.is_dir():
+                continue
+            try:
+                saved = read_json(folder / "state.json")
+                if saved["identity"] != self.identity():
+                    log.warning("%s: ignoring %s/: it was written for another config, code or base model",
+                                self.run.path, name)
+                    continue
+                self._load(folder, saved)
+            except Exception as err:  # noqa: BLE001 - any unreadable checkpoint is set aside, never fatal
+                aside = _set_aside(folder)
+                log.warning("%s: %s/ is unreadable (%s: %s); set aside as %s/", self.run.path, name,
+                            type(err).__name__, err, aside.name)
+                continue
+            log.info("%s: resumed from step %d (%s/)", self.run.path, self.start_step, name)
             return
-        ckpt = torch.load(self.checkpoint_path, weights_only=False)
-        if ckpt["identity"] != self._identity():
-            log.warning("%s: ignoring a checkpoint from another config", self.run.path)
-            return
-        result = self.policy.load_state_dict(ckpt["params"], strict=False)
+        if any(self.out_dir.glob("checkpoint*")):  # there were some, none usable
+            log.warning("%s: no usable checkpoint; starting from step 0", self.run.path)
+
+    def _load(self, folder: Path, saved: dict) -> None:
+        from safetensors.torch import load_file
+
+        params = load_file(folder / "weights.safetensors")
+        result = self.policy.load_state_dict(params, strict=False)
         if result.unexpected_keys:
-            raise RuntimeError(f"{self.checkpoint_path}: unexpected keys {result.unexpected_keys[:3]}")
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        self.metrics, self.timings, self.state = ckpt["metrics"], ckpt["timings"], ckpt["state"]
-        log.info("%s: resumed from step %d", self.run.path, self.start_step)
+            raise ValueError(f"unexpected keys {result.unexpected_keys[:3]}")
+        tensors = load_file(folder / "optimizer.safetensors")
+        state: dict[int, dict] = {}
+        for key, value in tensors.items():
+            index, name = key.split(".", 1)
+            state.setdefault(int(index), {})[name] = value
+        self.optimizer.load_state_dict({"state": state, "param_groups": saved["param_groups"]})
+        self.metrics, self.timings, self.state = saved["metrics"], saved["timings"], saved["state"]
 
     def checkpoint(self, every: int, total: int) -> None:
         """After a step: every `every` steps (not the last), save everything needed to resume."""
+        from safetensors.torch import save_file
+
         done = len(self.metrics)
         if done % every or done >= total:
             return
         trainable = {n for n, p in self.policy.named_parameters() if p.requires_grad}
-        params = {k: v for k, v in self.policy.state_dict().items() if k in trainable}
-        with atomic_path(self.checkpoint_path) as tmp:
-            torch.save({"identity": self._identity(), "params": params, "optimizer": self.optimizer.state_dict(),
-                        "metrics": self.metrics, "timings": self.timings, "state": self.state}, tmp)
+        params = {k: v.contiguous() for k, v in self.policy.state_dict().items() if k in trainable}
+        optim = self.optimizer.state_dict()
+        tensors = {f"{i}.{name}": value.contiguous() for i, slots in optim["state"].items()
+                   for name, value in slots.items()}
+        saved = {"identity": self.identity(), "param_groups": optim["param_groups"], "metrics": self.metrics,
+                 "timings": self.timings, "state": self.state}
+        tmp, current = self.out_dir / f".{CHECKPOINT}.new", self.out_dir / CHECKPOINT
+        _remove_tree(tmp)
+        tmp.mkdir(parents=True)
+        save_file(params, tmp / "weights.safetensors")
+        save_file(tensors, tmp / "optimizer.safetensors")
+        (tmp / "state.json").write_text(json.dumps(saved))
+        if current.is_dir():  # killed between these two renames, checkpoint.prev/ is still whole
+            _remove_tree(self.out_dir / PREVIOUS)
+            os.replace(current, self.out_dir / PREVIOUS)
+        os.replace(tmp, current)
 
     def step_optimizer(self, loss: torch.Tensor) -> float:
         """Backward + step; returns the gradient norm."""
@@ -117,13 +167,28 @@ class Run:
             "train_seconds": round(sum(t["seconds"] for t in self.timings), 2),
             **self.state,
             **(extra or {}),
-            "provenance": provenance(self.cfg.digest(), self.run.seed, self.started),
+            "provenance": provenance(self.cfg, "train", self.run.seed, self.started, self.run.regime),
             "resolved_config": self.cfg.model_dump(mode="json"),
         }
         write_json(self.out_dir / "run.json", info)
-        self.checkpoint_path.unlink(missing_ok=True)
+        for name in (CHECKPOINT, PREVIOUS, f".{CHECKPOINT}.new"):  # set-aside unreadable ones stay
+            _remove_tree(self.out_dir / name)
         return info
 
 
 def diverged(loss: float) -> bool:
     return not math.isfinite(loss)
+
+
+def _set_aside(folder: Path) -> Path:
+    n = 0
+    while (aside := folder.with_name(f"checkpoint.unreadable-{n}")).exists():
+        n += 1
+    os.replace(folder, aside)
+    return aside
+
+
+def _remove_tree(folder: Path) -> None:
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)

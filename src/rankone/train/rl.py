@@ -45,6 +45,15 @@ def importance_ratio(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C) -> to
     return torch.exp(learner_logprobs_B_C - sampler_logprobs_B_C.detach()) * mask_B_C
 
 
+def policy_gradient_loss(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P):
+    """-sum over tokens of ratio * advantage, averaged over the episodes of groups that carry signal."""
+    G = advantages_P_G.shape[1]
+    ratio_B_C = importance_ratio(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C)
+    keep_B = keep_P.repeat_interleave(G).float()
+    advantages_B = advantages_P_G.reshape(-1)
+    return -(ratio_B_C * advantages_B[:, None] * keep_B[:, None]).sum() / keep_B.sum().clamp(min=1)
+
+
 def sampler_gap(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C) -> tuple[float, float]:
     """Mean and max |log p_learner - log p_sampler| over the sampled (unmasked) tokens."""
     mask_B_C = mask_B_C.float()
@@ -87,7 +96,7 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
 
         mask_B_C = samples.completion_mask_B_C.float()
         learner_logprobs_B_C = completion_logprobs(
-            policy, samples.prompt_ids_B_P, samples.prompt_mask_B_P, samples.completion_B_C,
+            policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C,
             samples.completion_mask_B_C, r.temperature,
         )
         gap_mean, gap_max = sampler_gap(learner_logprobs_B_C, samples.sampler_logprobs_B_C, mask_B_C)
@@ -95,14 +104,13 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             engine.close()
             ctx.finish("stale-sampler")
             check_fresh(gap_mean, rl.max_logprob_gap, f"{run.path} step {step}")
-        ratio_B_C = importance_ratio(learner_logprobs_B_C, samples.sampler_logprobs_B_C, mask_B_C)
-        keep_B = keep_P.repeat_interleave(G).float()
-        advantages_B = advantages_P_G.reshape(-1)
-        loss = -(ratio_B_C * advantages_B[:, None] * keep_B[:, None]).sum() / keep_B.sum().clamp(min=1)
+        loss = policy_gradient_loss(learner_logprobs_B_C, samples.sampler_logprobs_B_C, mask_B_C, advantages_P_G,
+                                    keep_P)
         grad_norm = ctx.step_optimizer(loss) if keep_P.any() else 0.0
         engine.sync(policy)  # the next rollouts must come from the weights just updated
 
-        ratio_vals = ratio_B_C.detach()[mask_B_C.bool()]
+        ratio_B_C = importance_ratio(learner_logprobs_B_C.detach(), samples.sampler_logprobs_B_C, mask_B_C)
+        ratio_vals = ratio_B_C[mask_B_C.bool()]
         ctx.metrics.append({
             "step": step,
             "reward": float(rewards_B.mean()),

@@ -30,6 +30,11 @@ def batches(rows: list[dict], batch_size: int, seed: int):
         order = order[batch_size:]
 
 
+def sft_loss(logprobs_B_C, mask_B_C):
+    """Mean negative log-likelihood per answer token (nats)."""
+    return -logprobs_B_C.sum() / mask_B_C.sum()
+
+
 def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
     sft = cfg.sft
     ctx = Run.start(cfg, run, model_dir, out_dir)
@@ -41,10 +46,10 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
     for step in range(ctx.start_step, sft.steps):
         t0 = time.time()
         batch = next(stream)
-        prompt_ids_B_P, prompt_mask_B_P = encode_prompts(ctx.tokenizer, [row["prompt"] for row in batch])
+        prompt_ids_B_L, prompt_mask_B_L = encode_prompts(ctx.tokenizer, [row["prompt"] for row in batch])
         completion_B_C, mask_B_C = encode_completions(ctx.tokenizer, [row["answer"] for row in batch])
-        logprobs_B_C = completion_logprobs(ctx.policy, prompt_ids_B_P, prompt_mask_B_P, completion_B_C, mask_B_C)
-        loss = -logprobs_B_C.sum() / mask_B_C.sum()
+        logprobs_B_C = completion_logprobs(ctx.policy, prompt_ids_B_L, prompt_mask_B_L, completion_B_C, mask_B_C)
+        loss = sft_loss(logprobs_B_C, mask_B_C)
         if diverged(float(loss)):
             status = "diverged"
             log.warning("%s: diverged at step %d", run.path, step)

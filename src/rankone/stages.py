@@ -1,0 +1,105 @@
+"""The one table of stage dependencies: for every stage of the DAG, the library source
+it runs, the config sections it reads and the stages whose outputs it reads.
+
+Everything that needs to know what a stage depends on reads it from here: the
+Snakemake rules' params (so a job reruns exactly when its config or code changes),
+each output's provenance (config and code digest), and a training checkpoint's
+identity (so a resume never continues onto a changed config or base model).
+
+A change to the report code reruns the report only; a change to a trainer reruns
+training and what follows, never the data or the base models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+COMMON = ("__init__.py", "__main__.py", "cli.py", "config.py", "io.py", "paths.py", "stages.py", "tasks")
+
+
+@dataclass(frozen=True)
+class Stage:
+    sources: tuple[str, ...]  # library files and folders it runs, beyond COMMON
+    config: tuple[str, ...]  # dotted config sections it reads; "{regime}" is the job's regime
+    upstream: tuple[str, ...] = ()  # stages whose outputs it reads
+    per_regime: dict[str, tuple[str, ...]] = field(default_factory=dict)  # extra sections for one regime
+
+
+STAGES: dict[str, Stage] = {
+    "data": Stage(("data.py",), ("seed", "tasks.{regime}")),
+    # The warm-start reads both tasks' warm-up splits and samples RL answers to record base pass@1.
+    "models": Stage(("models",), ("seed", "threads", "local_models", "architecture", "pretrain", "tasks",
+                                  "rollout.max_new_tokens"), ("data",)),
+    "rollouts": Stage(("data.py", "models", "rollouts"), ("seed", "threads", "rollout", "tasks.rl"), ("data", "models")),
+    "train": Stage(("data.py", "models", "rollouts", "train", "info.py"), ("threads", "{regime}", "lora",
+                                                                           "tasks.{regime}"),
+                   ("data", "models"), per_regime={"rl": ("rollout",)}),
+    "evaluate": Stage(("data.py", "models", "evaluate.py", "info.py"),
+                      ("threads", "evaluate", "rollout.max_new_tokens", "tasks.{regime}"), ("data", "models", "train")),
+    "analysis": Stage(("analysis.py", "info.py"), ("analysis",), ("train", "evaluate")),
+    "updates": Stage(("updates.py",), (), ("analysis", "models", "train")),
+    "capacity": Stage(("capacity.py", "analysis.py", "info.py"), ("analysis", "capacity"),
+                      ("analysis", "train", "evaluate")),
+    "report": Stage(("report.py", "figures.py"), ("analysis", "capacity"),
+                    ("analysis", "updates", "capacity", "rollouts", "models")),
+}
+
+
+def config_sections(stage: str, regime: str | None = None) -> list[str]:
+    """The dotted config sections `stage` reads (for a job of `regime`, where it has one)."""
+    spec = STAGES[stage]
+    sections = [*spec.config, *spec.per_regime.get(regime, ())]
+    if regime is None and any("{regime}" in s for s in sections):
+        raise ValueError(f"stage {stage!r} reads per-regime config: name the regime")
+    return [s.format(regime=regime) for s in sections]
+
+
+def upstream(stage: str) -> list[str]:
+    """`stage` and every stage it depends on, transitively."""
+    seen: list[str] = []
+
+    def visit(name: str) -> None:
+        if name not in seen:
+            seen.append(name)
+            for parent in STAGES[name].upstream:
+                visit(parent)
+
+    visit(stage)
+    return seen
+
+
+def lineage_sections(stage: str, regime: str | None = None) -> list[str]:
+    """Every config section `stage`'s outputs depend on, through its upstream stages too."""
+    return sorted({s for name in upstream(stage) for s in config_sections(name, regime)})
+
+
+def config_digest(cfg, stage: str, regime: str | None = None, lineage: bool = False) -> str:
+    """Hash of the config sections `stage` reads (with `lineage`, its upstream stages' too)."""
+    sections = lineage_sections(stage, regime) if lineage else config_sections(stage, regime)
+    if not sections:  # reads no config at all
+        return hashlib.sha256(b"{}").hexdigest()[:16]
+    return cfg.digest(*sections)
+
+
+def source_files(stage: str, package: Path = PACKAGE) -> list[Path]:
+    files: list[Path] = []
+    for name in (*COMMON, *STAGES[stage].sources):
+        path = package / name
+        if path.is_dir():
+            files += sorted(path.rglob("*.py"))
+        elif path.exists():
+            files.append(path)
+    return files
+
+
+def source_digest(stage: str, package: str | Path = PACKAGE) -> str:
+    """Hash of the stage's source files under `package` (the checkout's src/rankone)."""
+    package = Path(package)
+    h = hashlib.sha256()
+    for path in source_files(stage, package):
+        h.update(path.relative_to(package).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
