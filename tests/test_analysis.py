@@ -5,7 +5,8 @@ import math
 import pandas as pd
 import pytest
 
-from rankone.analysis import best_learning_rates, interval, verdict
+from rankone.analysis import (best_learning_rates, interval, plateau, reason, seeds_to_decide, t_multiplier, verdict,
+                              verdicts)
 
 
 def runs(rows):
@@ -21,24 +22,101 @@ def test_best_lr_is_chosen_on_val_and_never_a_diverged_run():
     best = best_learning_rates(table)
     assert best.lr.tolist() == [1e-3]  # 1e-2 averages -inf with its diverged seed
     assert best.diverged.tolist() == [0]
-    assert best.at_grid_edge.tolist() == [False]
+    assert best.at_grid_edge.tolist() == [False] and best.edge.tolist() == [""]
 
 
-def test_best_lr_at_the_grid_edge_is_flagged():
-    table = runs([("sft", "m", "lora-r1", lr, 0, "completed", -lr) for lr in (1e-3, 1e-2, 1e-1)])
-    assert best_learning_rates(table).at_grid_edge.tolist() == [True]
+def test_best_lr_at_the_grid_edge_is_flagged_with_its_side():
+    table = runs([("sft", "m", "lora-r1", lr, 0, "completed", -lr) for lr in (1e-3, 1e-2, 1e-1)]
+                 + [("sft", "m", "fullft", lr, 0, "completed", lr) for lr in (1e-3, 1e-2, 1e-1)]
+                 + [("sft", "m", "lora-r4", lr, 0, "completed", -abs(lr - 1e-2)) for lr in (1e-3, 1e-2, 1e-1)])
+    best = best_learning_rates(table).set_index("method")
+    assert best.edge.to_dict() == {"fullft": "high", "lora-r1": "low", "lora-r4": ""}
+    assert best.at_grid_edge.to_dict() == {"fullft": True, "lora-r1": True, "lora-r4": False}
 
 
-def test_interval_and_verdicts():
-    mean, low, high = interval([0.1, 0.1, 0.1], 0.95)
-    assert (mean, low, high) == pytest.approx((0.1, 0.1, 0.1))
-    mean, low, high = interval([-0.2, -0.3], 0.95)
-    assert low < mean < high and mean == pytest.approx(-0.25)
-    assert verdict(0.01, -0.5, 0.5, threshold=0.05) == "parity"
-    assert verdict(-0.3, -0.4, -0.2, threshold=0.05) == "worse"
-    assert verdict(0.3, 0.2, 0.4, threshold=0.05) == "better"
-    assert verdict(-0.3, -0.9, 0.3, threshold=0.05) == "inconclusive"
-    assert verdict(math.nan, math.nan, math.nan, threshold=0.05) == "diverged"
+MARGIN = 0.05
+
+
+@pytest.mark.parametrize("gaps, expected, why", [
+    # tight around zero: the whole interval inside the margin
+    ([0.01, -0.01, 0.0, 0.005, -0.005], "parity", "inside the margin"),
+    # significant but smaller than the margin: still parity, and the sign is said
+    ([-0.02, -0.021, -0.019, -0.02, -0.0205], "parity", "inside the margin, though significantly below 0"),
+    # a real deficit: the interval excludes 0, beyond the margin
+    ([-0.30, -0.25, -0.35, -0.28, -0.32], "worse", "interval excludes 0"),
+    ([0.30, 0.25, 0.35, 0.28, 0.32], "better", "interval excludes 0"),
+    # small point estimate, wide interval: must NOT read parity (the old rule called it parity)
+    ([-0.6, 0.55, 0.02, -0.3, 0.3], "inconclusive", "underpowered"),
+    # narrow enough, but covers 0 and crosses the margin
+    ([0.0, 0.06, 0.01, 0.05, 0.03], "inconclusive", "interval covers 0 and reaches past the margin"),
+    # one seed: no interval, no verdict
+    ([0.0], "inconclusive", "one seed: no interval"),
+])
+def test_equivalence_verdicts_on_hand_made_gap_tables(gaps, expected, why):
+    mean, low, high = interval(gaps, 0.95)
+    assert verdict(mean, low, high, MARGIN) == expected
+    assert reason(mean, low, high, MARGIN) == why
+
+
+def test_small_point_estimate_with_a_wide_interval_is_not_parity():
+    # the case that read `parity` before: gap -0.028, CI [-0.61, +0.55], margin 0.05
+    assert verdict(-0.028, -0.61, 0.55, MARGIN) == "inconclusive"
+    assert reason(-0.028, -0.61, 0.55, MARGIN) == "underpowered"
+    assert verdict(0.04, 0.035, 0.045, MARGIN) == "parity"  # inside the margin though not 0
+    assert verdict(0.04, 0.01, 0.07, MARGIN) == "better"  # excludes 0, leaves the margin
+    assert verdict(math.nan, math.nan, math.nan, MARGIN) == "diverged"
+
+
+def test_seeds_to_decide_follow_the_observed_spread():
+    wide = [-0.6, 0.55, 0.02, -0.3, 0.3]
+    n = seeds_to_decide(wide, MARGIN, 0.95)
+    assert n > len(wide)
+    # with that many seeds and the same spread, the interval would be decided
+    mean, sd = sum(wide) / 5, pd.Series(wide).std()
+    half = t_multiplier(int(n), 0.95) * sd / math.sqrt(n)
+    assert half < max(MARGIN - abs(mean), abs(mean))
+    half_before = t_multiplier(int(n) - 1, 0.95) * sd / math.sqrt(n - 1)
+    assert half_before >= max(MARGIN - abs(mean), abs(mean))
+    tight = [0.001, -0.001, 0.0, 0.0005, -0.0005]
+    assert seeds_to_decide(tight, MARGIN, 0.95) <= len(tight)
+
+
+def gap_runs(gaps: list[float], metric_offset: float = 0.0) -> pd.DataFrame:
+    rows = []
+    for seed, gap in enumerate(gaps):
+        for method, value in (("fullft", 0.5), ("lora-r1", 0.5 + gap)):
+            rows.append({"regime": "rl", "model": "m", "method": method, "rank": None if method == "fullft" else 1,
+                         "lr": 1e-3, "seed": seed, "status": "completed", "val_score": value,
+                         "test_score": value, "test_greedy_accuracy": value + metric_offset})
+    return pd.DataFrame(rows)
+
+
+def test_verdict_table_judges_score_and_greedy_accuracy(study):
+    cfg, _ = study
+    table = gap_runs([-0.6, 0.55, 0.02, -0.3, 0.3])
+    result = verdicts(cfg, table, best_learning_rates(table)).set_index("metric")
+    assert set(result.index) == {"score", "greedy_accuracy"}
+    assert result.loc["score", "verdict"] == "inconclusive" and result.loc["score", "reason"] == "underpowered"
+    assert result.loc["score", "margin"] == cfg.analysis.parity_threshold["rl"]
+    assert result.loc["greedy_accuracy", "margin"] == cfg.analysis.greedy_margin
+    assert abs(result.loc["score", "gap"] - (-0.006)) < 1e-9
+    assert result.loc["score", "seeds_to_decide"] > 5
+
+
+def test_plateau_test_tells_a_rising_curve_from_a_flat_one(study):
+    cfg, _ = study
+    rows = []
+    for seed in range(3):
+        for step in range(100):
+            rows.append({"regime": "rl", "model": "flat", "method": "fullft", "lr": 1e-3, "seed": seed,
+                         "step": step, "value": 0.8 + 0.01 * ((step + seed) % 3)})
+            rows.append({"regime": "rl", "model": "rising", "method": "fullft", "lr": 1e-3, "seed": seed,
+                         "step": step, "value": step / 100 + 0.01 * seed})
+    curves = pd.DataFrame(rows)
+    best = pd.DataFrame([{"regime": "rl", "model": m, "method": "fullft", "lr": 1e-3} for m in ("flat", "rising")])
+    result = plateau(cfg, curves, best).set_index("model")
+    assert bool(result.loc["flat", "plateau"]) and not bool(result.loc["rising", "plateau"])
+    assert result.loc["rising", "window"] == 20 and result.loc["rising", "change"] == pytest.approx(0.2)
 
 
 def test_layer_findings_state_how_each_result_compares_with_the_original():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rankone.code import source_digest
+from rankone.stages import source_digest
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from rankone import data
-from rankone.capacity import bits_stored, falloff
+from rankone.capacity import falloff
+from rankone.info import bits_stored
 from rankone.config import validate
 from rankone.paths import Layout
 from tests.conftest import smoke_dict
@@ -31,21 +32,23 @@ def test_bits_stored_is_the_table_minus_what_is_still_uncertain():
 
 
 def table(rows):
-    columns = ["model", "n_facts", "method", "rank", "dataset_bits", "bits_stored", "gap", "falls_off"]
-    return pd.DataFrame(rows, columns=columns)
+    columns = ["model", "n_facts", "method", "rank", "dataset_bits", "bits_stored", "gap", "verdict"]
+    frame = pd.DataFrame(rows, columns=columns)
+    return frame.assign(falls_off=frame.verdict == "worse")
 
 
 def test_falloff_rank_is_the_largest_rank_behind_fullft():
     t = table([
         # small table: every rank keeps up
-        ("m", 100, "fullft", math.nan, 1000.0, 900.0, math.nan, False),
-        ("m", 100, "lora-r1", 1, 1000.0, 880.0, -0.02, False),
-        ("m", 100, "lora-r4", 4, 1000.0, 890.0, 0.0, False),
-        # large table: ranks 1 and 4 fall off, 16 keeps up
-        ("m", 400, "fullft", math.nan, 4000.0, 3000.0, math.nan, False),
-        ("m", 400, "lora-r1", 1, 4000.0, 900.0, -0.5, True),
-        ("m", 400, "lora-r4", 4, 4000.0, 2000.0, -0.2, True),
-        ("m", 400, "lora-r16", 16, 4000.0, 2950.0, -0.01, False),
+        ("m", 100, "fullft", math.nan, 1000.0, 900.0, math.nan, math.nan),
+        ("m", 100, "lora-r1", 1, 1000.0, 880.0, -0.02, "parity"),
+        ("m", 100, "lora-r4", 4, 1000.0, 890.0, 0.0, "parity"),
+        # large table: ranks 1 and 4 fall off, 16 keeps up, 64 is undecided
+        ("m", 400, "fullft", math.nan, 4000.0, 3000.0, math.nan, math.nan),
+        ("m", 400, "lora-r1", 1, 4000.0, 900.0, -0.5, "worse"),
+        ("m", 400, "lora-r4", 4, 4000.0, 2000.0, -0.2, "worse"),
+        ("m", 400, "lora-r16", 16, 4000.0, 2950.0, -0.01, "parity"),
+        ("m", 400, "lora-r64", 64, 4000.0, 2990.0, -0.01, "inconclusive"),
     ])
     out = falloff(t).set_index("n_facts")
     assert out.loc[100, "ranks_falling_off"] == "none"
@@ -53,12 +56,13 @@ def test_falloff_rank_is_the_largest_rank_behind_fullft():
     assert out.loc[400, "ranks_falling_off"] == "1 4"
     assert out.loc[400, "falloff_rank"] == 4 and out.loc[400, "smallest_rank_keeping_up"] == 16
     assert out.loc[400, "fullft_bits_stored"] == 3000.0
+    assert out.loc[400, "ranks_undecided"] == "64"  # neither falls off nor keeps up
 
 
 def test_no_rank_keeps_up_when_all_fall_off():
     t = table([
-        ("m", 100, "fullft", math.nan, 1000.0, 900.0, math.nan, False),
-        ("m", 100, "lora-r1", 1, 1000.0, 100.0, -0.9, True),
+        ("m", 100, "fullft", math.nan, 1000.0, 900.0, math.nan, math.nan),
+        ("m", 100, "lora-r1", 1, 1000.0, 100.0, -0.9, "worse"),
     ])
     row = falloff(t).iloc[0]
     assert row.ranks_falling_off == "1" and row.falloff_rank == 1

@@ -11,7 +11,9 @@ from tests.conftest import ROOT, smoke_dict
 
 
 def test_shipped_configs_are_valid():
-    assert len(load(ROOT / "config" / "default.yaml").runs()) == 120
+    default = load(ROOT / "config" / "default.yaml")
+    assert len(default.runs()) == 2 * 2 * 4 * 3 * 5  # models x regimes x methods x lrs x seeds
+    assert len(default.seeds) >= 5
     smoke = load(ROOT / "config" / "smoke.yaml")
     assert {r.regime for r in smoke.runs()} == {"rl", "sft"}
 
@@ -32,7 +34,8 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
     assert cfg.experiment == name
     if name == "capacity":
         assert cfg.regimes == ["rl"] and cfg.capacity.n_facts == [128, 512, 2048]
-        assert {len(cfg.capacity_study(n).runs()) for n in cfg.capacity.n_facts} == {2 * 5 * 4}
+        assert {len(cfg.capacity_study(n).runs()) for n in cfg.capacity.n_facts} == {2 * 5 * 4 * 3}
+        assert len(cfg.capacity.seeds) >= 3  # the fall-off is the equivalence rule over seeds
     else:
         assert {cfg.scope(m) for m in cfg.methods} == {"all-linear", "attention", "mlp"}
 
@@ -111,6 +114,17 @@ def test_capacity_sub_study_is_the_sft_regime_on_a_table_of_that_size():
 def test_run_ids_round_trip():
     for run in validate(smoke_dict()).runs():
         assert RunId.parse(run.path) == run
+
+
+def test_a_cell_names_every_seed_of_a_run():
+    cfg = validate(smoke_dict())
+    cell = cfg.select("rl/qwen3-tiny/lora-r1/lr0.01")
+    assert [r.seed for r in cell] == cfg.seeds and {r.cell for r in cell} == {"rl/qwen3-tiny/lora-r1/lr0.01"}
+    assert cfg.select("rl/qwen3-tiny/lora-r1/lr0.01/seed1") == [RunId.parse("rl/qwen3-tiny/lora-r1/lr0.01/seed1")]
+    with pytest.raises(ConfigError, match="not in the study's grid"):
+        cfg.select("rl/qwen3-tiny/lora-r1/lr0.5")
+    with pytest.raises(ConfigError, match="not of the form"):
+        cfg.select("rl/qwen3-tiny")
 
 
 def test_schema_file_is_generated_from_the_model():

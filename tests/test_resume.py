@@ -1,12 +1,16 @@
-"""A train job killed with SIGKILL resumes from its last checkpoint and ends byte-identical."""
+"""Interrupted train jobs: a SIGKILLed run resumes from its last checkpoint, and an unreadable
+checkpoint is set aside instead of trapping the run; either way the run ends byte-identical
+to an uninterrupted one."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -16,40 +20,85 @@ from rankone.paths import Layout
 from rankone.train import TRAINERS
 from tests.conftest import smoke_dict
 
+RL_RUN = ("rl/llama-tiny/fullft/lr0.001/seed1",
+          {"rl": {"steps": 80, "prompts_per_step": 4, "group_size": 4, "checkpoint_every": 5}})
+SFT_RUN = ("sft/qwen3-tiny/lora-r1/lr0.01/seed0", {"sft": {"steps": 300, "batch_size": 16, "checkpoint_every": 10}})
 
-@pytest.mark.parametrize(
-    "path, section",
-    [("sft/qwen3-tiny/lora-r1/lr0.01/seed0", {"sft": {"steps": 300, "batch_size": 16, "checkpoint_every": 10}}),
-     ("rl/llama-tiny/fullft/lr0.001/seed1",
-      {"rl": {"steps": 80, "prompts_per_step": 4, "group_size": 4, "checkpoint_every": 5}})],
-    ids=["sft-lora", "rl-fullft"],
-)
-def test_sigkill_then_rerun_matches_an_uninterrupted_run(study, tmp_path, path, section):
+
+def killed_run(study, tmp_path: Path, path: str, section: dict, wait_for: str):
+    """Train `path` uninterrupted (the reference), then start it as a job and SIGKILL it once
+    `wait_for` exists in its run folder. Returns (command, run folder, reference folder)."""
     base, at = study
     config = tmp_path / "resume.yaml"
     config.write_text(yaml.safe_dump(smoke_dict(results_dir=base.results_dir, experiment=base.experiment, **section)))
     cfg, run = load(config), RunId.parse(path)
     out = Layout(cfg).train(run)
-
+    shutil.rmtree(out, ignore_errors=True)  # another test's run of the same id
     reference = tmp_path / "reference"
     TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), reference)
 
     cmd = [sys.executable, "-m", "rankone", "train", "--config", str(config), "--run", path]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while not (out / "checkpoint.pt").is_file() and proc.poll() is None and time.time() < deadline:
+    while not (out / wait_for).exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
-    assert proc.poll() is None, "the job ended before its first checkpoint; make it longer"
-    time.sleep(0.3)
+    assert proc.poll() is None, f"the job ended before {wait_for} was written; make it longer"
+    time.sleep(0.2)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (out / "run.json").exists(), "a killed run must not look complete"
-    assert (out / "checkpoint.pt").is_file()
+    assert (out / "checkpoint" / "state.json").is_file()
+    return cmd, out, reference
 
+
+def assert_same_as_reference(out: Path, reference: Path) -> None:
+    assert (out / "metrics.jsonl").read_bytes() == (reference / "metrics.jsonl").read_bytes()
+    names = sorted(f.name for f in (reference / "weights").glob("*.safetensors"))
+    assert names
+    for name in names:
+        assert (out / "weights" / name).read_bytes() == (reference / "weights" / name).read_bytes()
+    assert not (out / "checkpoint").exists() and not (out / "checkpoint.prev").exists()
+
+
+@pytest.mark.parametrize("path, section", [SFT_RUN, RL_RUN], ids=["sft-lora", "rl-fullft"])
+def test_sigkill_then_rerun_matches_an_uninterrupted_run(study, tmp_path, path, section):
+    cmd, out, reference = killed_run(study, tmp_path, path, section, "checkpoint")
     rerun = subprocess.run(cmd, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "resumed from step" in rerun.stderr
-    assert (out / "metrics.jsonl").read_bytes() == (reference / "metrics.jsonl").read_bytes()
-    for f in sorted((reference / "weights").glob("*.safetensors")):
-        assert (out / "weights" / f.name).read_bytes() == f.read_bytes()
-    assert not (out / "checkpoint.pt").exists()
+    assert_same_as_reference(out, reference)
+
+
+def truncate(file: Path) -> None:
+    data = file.read_bytes()
+    file.write_bytes(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("broken, expected", [
+    (("checkpoint",), "resumed from step"),  # the one before it is still good
+    (("checkpoint", "checkpoint.prev"), "starting from step 0"),
+], ids=["newest", "both"])
+def test_a_truncated_checkpoint_is_set_aside_and_the_run_completes(study, tmp_path, broken, expected):
+    cmd, out, reference = killed_run(study, tmp_path, *RL_RUN, "checkpoint.prev")
+    for name in broken:  # as a full disk would leave them
+        truncate(out / name / "weights.safetensors")
+    rerun = subprocess.run(cmd, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "checkpoint/ is unreadable" in rerun.stderr and expected in rerun.stderr
+    if expected == "resumed from step":
+        assert "(checkpoint.prev/)" in rerun.stderr
+    assert_same_as_reference(out, reference)
+    assert len(list(out.glob("checkpoint.unreadable-*"))) == len(broken), "set aside, not deleted"
+
+
+def test_a_checkpoint_of_another_config_is_ignored(study, tmp_path):
+    """After a rollout, pretrain or architecture change (or another base model) a leftover
+    checkpoint is not resumed."""
+    cmd, out, reference = killed_run(study, tmp_path, *RL_RUN, "checkpoint")
+    config = Path(cmd[cmd.index("--config") + 1])
+    data = yaml.safe_load(config.read_text())
+    data["rollout"]["temperature"] = 0.7
+    config.write_text(yaml.safe_dump(data))
+    rerun = subprocess.run(cmd, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "written for another config" in rerun.stderr and "resumed from step" not in rerun.stderr

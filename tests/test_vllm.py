@@ -7,11 +7,11 @@ import torch
 
 from rankone.models.load import load_base, make_policy
 from rankone.models.sequences import completion_logprobs, sample
-from rankone.train.rl import StaleSamplerError, check_fresh, group_advantages, importance_ratio, sampler_gap
+from rankone.train.rl import StaleSamplerError, check_fresh, group_advantages, policy_gradient_loss, sampler_gap
 
 pytest.importorskip("vllm")
 
-PROMPTS = ["03+04=", "11+02=", "07+07=", "19+01="]
+PROMPTS = ["3+4=", "1+2=", "7+7=", "9+1="]  # the smoke study's format (operands 0-9)
 
 
 @pytest.fixture(scope="module")
@@ -67,18 +67,20 @@ def test_vllm_matches_transformers_peft_rank1(engines, model_name):
 
 def rl_update(policy, engine, lr: float = 0.05) -> None:
     """One policy-gradient step as the trainer takes it: rollouts from the engine, group-centred
-    advantages, importance-ratio loss. The reward (first digit even) has variance even for a
-    barely trained policy, so the step really moves the weights."""
+    advantages, the trainer's importance-ratio loss. The reward (the group's first completion
+    again) has variance whenever a group's samples differ, so the step really moves the weights."""
     torch.manual_seed(11)
-    samples = engine.sample(PROMPTS, 4)
-    rewards_P_G = torch.tensor([float(t[:1] in set("02468")) for t in samples.texts]).view(len(PROMPTS), 4)
+    G = 8
+    samples = engine.sample(PROMPTS, G)
+    groups = [samples.texts[i : i + G] for i in range(0, len(samples.texts), G)]
+    rewards_P_G = torch.tensor([[float(t == group[0]) for t in group] for group in groups])
     advantages_P_G, keep_P = group_advantages(rewards_P_G)
     assert keep_P.any()
     policy.train()
     learner = completion_logprobs(policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L,
                                   samples.completion_B_C, samples.completion_mask_B_C)
-    ratio = importance_ratio(learner, samples.sampler_logprobs_B_C, samples.completion_mask_B_C.float())
-    loss = -(ratio * advantages_P_G.reshape(-1, 1)).sum() / ratio.shape[0]
+    loss = policy_gradient_loss(learner, samples.sampler_logprobs_B_C, samples.completion_mask_B_C.float(),
+                                advantages_P_G, keep_P)
     optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=lr)
     optimizer.zero_grad()
     loss.backward()

@@ -8,9 +8,11 @@
   closely the ranks' early learning curves coincide at equal lr.
 - `layers.csv`: attention-only and MLP-only LoRA against all-linear at equal rank.
 - `verdicts.csv`: the gap to FullFT on **test** at each method's best learning rate,
-  paired by seed, with a t confidence interval over seeds, and a verdict:
-  `parity` when |gap| < the threshold fixed in the config; otherwise `worse` or
-  `better` when the interval excludes zero; otherwise `inconclusive`.
+  paired by seed, with a t confidence interval over seeds, judged as an equivalence
+  test against the margin fixed in the config before the run (see `verdict`), for the
+  score and for greedy accuracy; a best lr on the edge of either side's grid is named.
+- `plateau.csv`: whether each method's RL reward had stopped rising at its best lr
+  (the last `plateau_share` of steps against the same share before it).
 
 Scores are oriented so higher is better: RL uses mean reward, SFT the negative NLL
 (nats per answer token). Diverged runs are kept, marked, and never chosen as best.
@@ -24,10 +26,14 @@ from pathlib import Path
 import pandas as pd
 
 from rankone.config import StudyConfig
+from rankone.info import bits_stored
 from rankone.io import atomic_path, read_json, read_jsonl, write_json
 from rankone.paths import Layout
 
 SCORE = {"rl": ("mean_reward", 1.0), "sft": ("nll", -1.0)}  # metric, sign (higher score is better)
+# What each verdict compares: the score (chooses the lr), and greedy accuracy at that lr.
+METRICS = {"score": "test_score", "greedy_accuracy": "test_greedy_accuracy"}
+MAX_SEEDS = 1000  # seeds_to_decide is capped here
 CURVE = {"rl": "reward", "sft": "loss"}
 # RL's per-step information: entropy of the batch's rewards, mean entropy of a group's
 # rewards (what its advantages carry), and the cumulative bound so far.
@@ -78,64 +84,158 @@ def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def best_learning_rates(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per (regime, model, method): the lr with the best mean val score over seeds (diverged = -inf)."""
+    """Per (regime, model, method): the lr with the best mean val score over seeds (diverged = -inf).
+
+    `edge` says whether it is the lowest or highest lr of the grid (the optimum may then lie
+    outside the sweep: widen the grid before trusting the gap); empty when it is inside."""
     scored = runs.assign(val_score=runs["val_score"].fillna(-math.inf))
     by_lr = scored.groupby(["regime", "model", "method", "lr"], as_index=False).agg(
         val_score=("val_score", "mean"), diverged=("status", lambda s: int((s != "completed").sum()))
     )
     best = by_lr.sort_values(["val_score", "lr"], ascending=[False, True]).groupby(
         ["regime", "model", "method"], as_index=False).head(1)
-    bounds = by_lr.groupby(["regime", "model", "method"])["lr"].agg(["min", "max"])
-    edge = best.apply(lambda r: r.lr in tuple(bounds.loc[(r.regime, r.model, r.method)]), axis=1)
-    # At the grid's edge the optimum may lie outside the sweep: widen the grid before trusting the gap.
-    best["at_grid_edge"] = edge.astype(bool) & (by_lr.groupby(["regime", "model", "method"]).size().min() > 1)
+    bounds = by_lr.groupby(["regime", "model", "method"])["lr"].agg(["min", "max", "count"])
+
+    def edge(r) -> str:
+        low, high, count = bounds.loc[(r.regime, r.model, r.method)]
+        if count < 2:
+            return ""
+        return "low" if r.lr == low else "high" if r.lr == high else ""
+
+    best["edge"] = best.apply(edge, axis=1) if len(best) else pd.Series(dtype=str)
+    best["at_grid_edge"] = best["edge"] != ""
     return best.sort_values(["regime", "model", "method"]).reset_index(drop=True)
 
 
 def interval(gaps: list[float], confidence: float) -> tuple[float, float, float]:
     """Mean and two-sided t interval; NaN bounds with fewer than two values."""
-    from scipy import stats
-
     n = len(gaps)
     mean = sum(gaps) / n
     if n < 2:
         return mean, math.nan, math.nan
-    sd = math.sqrt(sum((g - mean) ** 2 for g in gaps) / (n - 1))
-    half = stats.t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n)
+    half = t_multiplier(n, confidence) * _sd(gaps) / math.sqrt(n)
     return mean, mean - half, mean + half
 
 
-def verdict(gap: float, low: float, high: float, threshold: float) -> str:
+def t_multiplier(n: int, confidence: float) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + confidence / 2, n - 1))
+
+
+def _sd(values: list[float]) -> float:
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def verdict(gap: float, low: float, high: float, margin: float) -> str:
+    """The equivalence rule, fixed before the run:
+
+    - `parity` only when the whole interval lies inside (-margin, +margin); a difference that
+      is significant but smaller than the margin is still parity;
+    - `worse` / `better` when the interval excludes zero (and is not inside the margin);
+    - otherwise `inconclusive` (see `reason`). A point estimate under the margin with a wide
+      interval is not parity."""
     if not math.isfinite(gap):
         return "diverged"
-    if abs(gap) < threshold:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "inconclusive"
+    if -margin < low and high < margin:
         return "parity"
-    if math.isfinite(low) and (low > 0 or high < 0):
+    if low > 0 or high < 0:
         return "better" if low > 0 else "worse"
     return "inconclusive"
 
 
+def reason(gap: float, low: float, high: float, margin: float) -> str:
+    """Why a verdict is what it is, in a few words."""
+    result = verdict(gap, low, high, margin)
+    if result == "diverged":
+        return "a run diverged"
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "one seed: no interval"
+    if result == "parity":
+        if low > 0 or high < 0:
+            return f"inside the margin, though significantly {'above' if low > 0 else 'below'} 0"
+        return "inside the margin"
+    if result in ("better", "worse"):
+        return "interval excludes 0" + (", but the gap is within the margin" if abs(gap) < margin else "")
+    if (high - low) / 2 > margin:
+        return "underpowered"
+    return "interval covers 0 and reaches past the margin"
+
+
+def seeds_to_decide(gaps: list[float], margin: float, confidence: float) -> float:
+    """Seeds the observed spread of the gaps would need for a decided verdict (the interval
+    inside the margin, or excluding 0), if the mean and spread stayed as observed."""
+    n = len(gaps)
+    if n < 2:
+        return math.nan
+    mean, sd = sum(gaps) / n, _sd(gaps)
+    target = max(margin - abs(mean), abs(mean))
+    if sd == 0:
+        return float(n)
+    for k in range(2, MAX_SEEDS + 1):
+        if t_multiplier(k, confidence) * sd / math.sqrt(k) < target:
+            return float(k)
+    return math.inf
+
+
+def margin_of(cfg: StudyConfig, regime: str, metric: str) -> float:
+    return cfg.analysis.parity_threshold[regime] if metric == "score" else cfg.analysis.greedy_margin
+
+
 def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+    """Each method against FullFT, each at its own best lr, paired by seed, per metric."""
     out = []
+    edges = best.set_index(["regime", "model", "method"])["edge"]
     chosen = runs.merge(best[["regime", "model", "method", "lr"]], on=["regime", "model", "method", "lr"])
     for (regime, model), group in chosen.groupby(["regime", "model"]):
-        full = group[group.method == "fullft"].set_index("seed")["test_score"]
+        fullft = group[group.method == "fullft"].set_index("seed")
+        if fullft.empty:
+            continue
         for method, g in group.groupby("method"):
-            if method == "fullft" or full.empty:
+            if method == "fullft":
                 continue
-            mine = g.set_index("seed")["test_score"]
-            seeds = sorted(set(mine.index) & set(full.index))
-            gaps = [float(mine[s] - full[s]) for s in seeds]
-            mean, low, high = interval(gaps, cfg.analysis.confidence) if gaps else (math.nan,) * 3
-            threshold = cfg.analysis.parity_threshold[regime]
-            out.append({
-                "regime": regime, "model": model, "method": method, "rank": int(g["rank"].iloc[0]),
-                "lr": float(g["lr"].iloc[0]), "fullft_lr": float(group[group.method == "fullft"]["lr"].iloc[0]),
-                "test_score": float(mine.mean()), "fullft_test_score": float(full.mean()),
-                "gap": mean, "ci_low": low, "ci_high": high, "seeds": len(seeds), "threshold": threshold,
-                "verdict": verdict(mean, low, high, threshold),
-            })
+            mine = g.set_index("seed")
+            seeds = sorted(set(mine.index) & set(fullft.index))
+            for metric, column in METRICS.items():
+                if column not in mine:
+                    continue
+                gaps = [float(mine[column][s] - fullft[column][s]) for s in seeds]
+                mean, low, high = interval(gaps, cfg.analysis.confidence) if gaps else (math.nan,) * 3
+                margin = margin_of(cfg, regime, metric)
+                out.append({
+                    "regime": regime, "model": model, "method": method, "rank": int(g["rank"].iloc[0]),
+                    "metric": metric, "lr": float(g["lr"].iloc[0]), "lr_edge": edges[(regime, model, method)],
+                    "fullft_lr": float(fullft["lr"].iloc[0]), "fullft_lr_edge": edges[(regime, model, "fullft")],
+                    "test_value": float(mine[column].mean()), "fullft_test_value": float(fullft[column].mean()),
+                    "gap": mean, "ci_low": low, "ci_high": high, "half_width": (high - low) / 2,
+                    "seeds": len(seeds), "margin": margin,
+                    "verdict": verdict(mean, low, high, margin), "reason": reason(mean, low, high, margin),
+                    "seeds_to_decide": seeds_to_decide(gaps, margin, cfg.analysis.confidence),
+                })
     return pd.DataFrame(out)
+
+
+def plateau(cfg: StudyConfig, curves: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+    """RL, each method at its best lr: mean reward over the last `plateau_share` of steps against
+    the same share just before it (mean over seeds). At a plateau the change is within the seed
+    spread (sd over seeds) of the earlier window; a run still rising may not have decided yet."""
+    share = cfg.analysis.plateau_share
+    rl = curves[curves.regime == "rl"].merge(best[["regime", "model", "method", "lr"]])
+    rows = []
+    for (model, method, lr), g in rl.groupby(["model", "method", "lr"]):
+        steps = int(g.step.max()) + 1
+        w = max(1, round(steps * share))
+        late = g[g.step >= steps - w].groupby("seed").value.mean()
+        early = g[(g.step >= steps - 2 * w) & (g.step < steps - w)].groupby("seed").value.mean()
+        spread = _sd(early.tolist()) if len(early) > 1 else math.nan
+        change = float(late.mean() - early.mean())
+        rows.append({"model": model, "method": method, "lr": lr, "steps": steps, "window": w,
+                     "reward_before": float(early.mean()), "reward_last": float(late.mean()), "change": change,
+                     "seed_spread": spread, "plateau": bool(abs(change) <= spread)})
+    return pd.DataFrame(rows)
 
 
 def lr_vs_rank(best: pd.DataFrame) -> pd.DataFrame:
@@ -184,11 +284,12 @@ def layers(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataF
             if not seeds:
                 continue
             mean, low, high = interval([float(mine[s] - base[s]) for s in seeds], cfg.analysis.confidence)
+            margin = cfg.analysis.parity_threshold[regime]
             rows.append({"regime": regime, "model": model, "rank": int(g["rank"].iloc[0]), "scope": scope,
                          "method": method, "lr": float(g["lr"].iloc[0]), "test_score": float(mine.mean()),
                          "all_linear_test_score": float(base.mean()), "gap_to_all_linear": mean,
                          "ci_low": low, "ci_high": high, "seeds": len(seeds),
-                         "verdict": verdict(mean, low, high, cfg.analysis.parity_threshold[regime])})
+                         "verdict": verdict(mean, low, high, margin), "reason": reason(mean, low, high, margin)})
     return pd.DataFrame(rows)
 
 
@@ -199,10 +300,13 @@ def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: La
         trainable_parameters=("trainable_parameters", "first"),
         info_bound_bits=("info_bound_bits", "mean"),
         bits_absorbed=("bits_absorbed", "mean"),
+        train_nll_bits_final=("train_nll_bits_final", "mean"),
     )
     table["capacity_bits"] = table["trainable_parameters"] * cfg.analysis.bits_per_param
     if "sft" in cfg.regimes:
         table["sft_dataset_bits"] = read_json(at.data("sft") / "manifest.json")["information_bits"]
+        sft = table.regime == "sft"
+        table.loc[sft, "bits_stored"] = bits_stored(table.sft_dataset_bits[sft], table.train_nll_bits_final[sft])
     return table
 
 
@@ -218,6 +322,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         "lr_vs_rank.csv": lr_vs_rank(best),
         "early_curves.csv": early_coincidence(curves, cfg.analysis.early_steps),
         "layers.csv": layers(cfg, runs, best),
+        "plateau.csv": plateau(cfg, curves, best),
     }
     out: Path = at.analysis
     out.mkdir(parents=True, exist_ok=True)

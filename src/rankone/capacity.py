@@ -9,8 +9,10 @@ the main study's `analysis/information.csv` for the RL runs that go on the same 
   in bits, at least 0), the bits absorbed (drop in total train NLL from the base model,
   which also counts format the base model unlearns), the share of the table stored,
   bits stored per trainable parameter, and the test-score gap to FullFT
-  (-NLL per answer token, nats, paired by seed) with its verdict. A LoRA rank **falls
-  off** at a size when its gap is at or below minus the SFT parity threshold.
+  (-NLL per answer token, nats, paired by seed) with its verdict under the analysis
+  stage's equivalence rule. A LoRA rank **falls off** at a size when that verdict is
+  `worse`: the interval over seeds lies below 0 and not inside the SFT margin (so a
+  fall-off needs at least 2 seeds; the experiment's config uses 3).
 - `capacity_falloff.csv`: per (model, table size): the ranks that fall off, the
   largest of them (the fall-off rank) and the smallest rank that keeps up.
 - `capacity_chart.csv`: the points of the capacity chart: stored bits (SFT capacity
@@ -25,15 +27,9 @@ import pandas as pd
 
 from rankone.analysis import best_learning_rates, collect, verdicts
 from rankone.config import StudyConfig
+from rankone.info import bits_stored
 from rankone.io import atomic_path, read_json
 from rankone.paths import Layout
-
-def bits_stored(dataset_bits: pd.Series, final_nll_bits: pd.Series) -> pd.Series:
-    """What the table holds minus what the model is still unsure of (total train NLL, bits), at
-    least 0. The NLL drop from the base model (bits_absorbed) also counts what the base model
-    had to unlearn about the format, so it can exceed the table's bits."""
-    return (dataset_bits - final_nll_bits).clip(lower=0)
-
 
 def size_table(sub: StudyConfig, at: Layout, n_facts: int) -> pd.DataFrame:
     """One table size: every method at its best lr, with bits stored and the gap to FullFT."""
@@ -51,7 +47,8 @@ def size_table(sub: StudyConfig, at: Layout, n_facts: int) -> pd.DataFrame:
     table.insert(1, "n_facts", n_facts)
     table["dataset_bits"] = read_json(at.data("sft") / "manifest.json")["information_bits"]
     gaps = verdicts(sub, runs, best)
-    columns = ["model", "method", "gap", "ci_low", "ci_high", "threshold", "verdict"]
+    gaps = gaps[gaps.metric == "score"] if len(gaps) else gaps
+    columns = ["model", "method", "gap", "ci_low", "ci_high", "margin", "verdict", "reason", "seeds_to_decide"]
     return table.merge(gaps[columns] if len(gaps) else pd.DataFrame(columns=columns), on=["model", "method"],
                        how="left")
 
@@ -62,7 +59,7 @@ def capacity_table(cfg: StudyConfig, at: Layout) -> pd.DataFrame:
     table["bits_stored"] = bits_stored(table.dataset_bits, table.train_nll_bits_final)
     table["share_stored"] = table.bits_stored / table.dataset_bits
     table["bits_per_parameter"] = table.bits_stored / table.trainable_parameters
-    table["falls_off"] = table.gap <= -table.threshold  # NaN gap (FullFT itself) compares False
+    table["falls_off"] = table.verdict == "worse"  # the equivalence rule; FullFT itself has no verdict
     return table.sort_values(["model", "n_facts", "rank"], na_position="last").reset_index(drop=True)
 
 
@@ -73,13 +70,14 @@ def falloff(table: pd.DataFrame) -> pd.DataFrame:
         lora = g[g["rank"].notna()].sort_values("rank")
         full = g[g.method == "fullft"]
         off = [int(r) for r in lora[lora.falls_off]["rank"]]
-        up = [int(r) for r in lora[~lora.falls_off & lora.gap.notna()]["rank"]]
+        up = [int(r) for r in lora[lora.verdict.isin(["parity", "better"])]["rank"]]
         rows.append({
             "model": model, "n_facts": n_facts, "dataset_bits": g.dataset_bits.iloc[0],
             "fullft_bits_stored": float(full.bits_stored.iloc[0]) if len(full) else math.nan,
             "ranks_falling_off": " ".join(map(str, off)) or "none",
             "falloff_rank": max(off) if off else math.nan,
             "smallest_rank_keeping_up": min(up) if up else math.nan,
+            "ranks_undecided": " ".join(str(int(r)) for r in lora[lora.verdict == "inconclusive"]["rank"]) or "none",
         })
     return pd.DataFrame(rows)
 

@@ -13,3 +13,10 @@ def entropy_bits(values) -> float:
     counts = Counter(values)
     n = sum(counts.values())
     return max(0.0, -sum(c / n * math.log2(c / n) for c in counts.values()))
+
+
+def bits_stored(dataset_bits, final_nll_bits):
+    """What a table holds minus what the model is still unsure of (total train NLL, bits), at
+    least 0. The NLL drop from the base model (bits absorbed) also counts what the base model
+    had to unlearn about the format, so it can exceed the table's bits. Works on pandas Series."""
+    return (dataset_bits - final_nll_bits).clip(lower=0)

@@ -13,222 +13,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from rankone.config import StudyConfig, lora_rank
+from rankone.config import StudyConfig
+from rankone.figures import (FIGURES, SCORE_LABELS, method_order, plot_capacity, plot_capacity_falloff, plot_curves,
+                             plot_forest, plot_information, plot_lr_sweep, plot_lr_vs_rank, plot_rl_bits, plot_updates)
 from rankone.io import atomic_path, git_state, package_versions, read_json
 from rankone.paths import Layout
 
-FIGURES = {
-    "rl_curves.png": "RL reward per step, each method at its best learning rate (mean over seeds, band = min..max).",
-    "lr_sweep.png": "Validation score against learning rate per method (mean over seeds, bars = min..max).",
-    "sft_curves.png": "SFT training loss per step, each rank at its best learning rate (mean over seeds).",
-    "rl_bits.png": "RL information per step, each method at its best lr (mean over seeds): entropy of the batch's "
-                   "rewards and of a group's rewards (what its advantages carry), and the cumulative bound.",
-    "information.png": "Information in bits against trainable parameters, with the capacity reference line.",
-    "lr_vs_rank.png": "Best learning rate per LoRA rank (chosen on val); dashed: FullFT's best, dotted: 10x FullFT's.",
-    "updates.png": "FullFT updates: share of parameters changed three ways, and per-matrix update rank / full rank.",
-    "capacity.png": "Capacity chart: bits stored by SFT on facts tables of each size (filled: at parity with FullFT, "
-                    "open: falls off) and RL information bounds, against trainable parameters; dashed: capacity line.",
-    "capacity_falloff.png": "Share of the facts table stored against table size, per method at its best lr; "
-                            "open markers: LoRA falls off FullFT (test gap beyond the SFT parity threshold).",
-}
-
-
-def method_order(methods) -> list[str]:
-    return sorted(set(methods), key=lambda m: (lora_rank(m) is None, lora_rank(m) or 0, m))
-
-
-def _colors(methods):
-    import matplotlib.pyplot as plt
-
-    cmap = plt.get_cmap("viridis")
-    ordered = method_order(methods)
-    lora = [m for m in ordered if m != "fullft"]
-    colors = {m: cmap(0.15 + 0.7 * i / max(1, len(lora) - 1)) for i, m in enumerate(lora)}
-    colors["fullft"] = "black"
-    return colors
-
-
-def _save(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_curves(curves: pd.DataFrame, best: pd.DataFrame, regime: str, ylabel: str, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    data = curves[curves.regime == regime].merge(best, on=["regime", "model", "method", "lr"])
-    models = sorted(data.model.unique())
-    fig, axes = plt.subplots(1, max(1, len(models)), figsize=(5.5 * max(1, len(models)), 4), squeeze=False)
-    colors = _colors(data.method)
-    for ax, model in zip(axes[0], models):
-        for method in method_order(data[data.model == model].method):
-            d = data[(data.model == model) & (data.method == method)]
-            per_step = d.groupby("step")["value"]
-            window = max(1, len(per_step) // 15)
-            mean = per_step.mean().rolling(window, min_periods=1).mean()
-            low = per_step.min().rolling(window, min_periods=1).mean()
-            high = per_step.max().rolling(window, min_periods=1).mean()
-            lr = d.lr.iloc[0]
-            ax.plot(mean.index, mean.values, color=colors[method], label=f"{method} (lr {lr:g})")
-            ax.fill_between(mean.index, low.values, high.values, color=colors[method], alpha=0.12)
-        ax.set_title(model)
-        ax.set_xlabel("step")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    _save(fig, path)
-
-
-def plot_lr_sweep(runs: pd.DataFrame, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    panels = sorted(runs.groupby(["regime", "model"]).groups)
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
-    colors = _colors(runs.method)
-    labels = {"rl": "val mean reward", "sft": "val score = -NLL (nats/token)"}
-    for ax, (regime, model) in zip(axes[0], panels):
-        d = runs[(runs.regime == regime) & (runs.model == model)]
-        for method in method_order(d.method):
-            g = d[d.method == method].groupby("lr")["val_score"]
-            mean, low, high = g.mean(), g.min(), g.max()
-            ax.errorbar(mean.index, mean.values, yerr=[mean - low, high - mean], marker="o", capsize=3,
-                        color=colors[method], label=method)
-            bad = d[(d.method == method) & (d.status != "completed")]
-            if len(bad):
-                ax.scatter(bad.lr, [ax.get_ylim()[0]] * len(bad), marker="x", color=colors[method])
-        ax.set_xscale("log")
-        ax.set_title(f"{regime.upper()} · {model}")
-        ax.set_xlabel("learning rate")
-        ax.set_ylabel(labels[regime])
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    _save(fig, path)
-
-
-def plot_rl_bits(curves: pd.DataFrame, best: pd.DataFrame, path: Path) -> None:
-    """Per model: per-step reward / advantage entropy (bits) and the cumulative information bound."""
-    import matplotlib.pyplot as plt
-
-    data = curves[curves.regime == "rl"].merge(best, on=["regime", "model", "method", "lr"])
-    models = sorted(data.model.unique())
-    fig, axes = plt.subplots(2, max(1, len(models)), figsize=(5.5 * max(1, len(models)), 7), squeeze=False)
-    colors = _colors(data.method)
-    for col, model in enumerate(models):
-        top, bottom = axes[0][col], axes[1][col]
-        for method in method_order(data[data.model == model].method):
-            per_step = data[(data.model == model) & (data.method == method)].groupby("step")
-            window = max(1, len(per_step) // 15)
-            smooth = per_step[["reward_entropy_bits", "advantage_entropy_bits"]].mean().rolling(
-                window, min_periods=1).mean()
-            top.plot(smooth.index, smooth.reward_entropy_bits, color=colors[method], label=f"{method}: batch rewards")
-            top.plot(smooth.index, smooth.advantage_entropy_bits, color=colors[method], ls="--",
-                     label=f"{method}: group rewards (advantages)")
-            bound = per_step.info_bound_bits.mean()
-            bottom.plot(bound.index, bound.values, color=colors[method], label=method)
-        top.set_title(model)
-        top.set_ylabel("entropy per episode (bits)")
-        bottom.set_ylabel("cumulative information bound (bits)")
-        for ax in (top, bottom):
-            ax.set_xlabel("step")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=6)
-    _save(fig, path)
-
-
-def plot_information(info: pd.DataFrame, bits_per_param: float, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 5))
-    xs = info.trainable_parameters
-    grid = [xs.min() / 2, xs.max() * 2]
-    ax.plot(grid, [g * bits_per_param for g in grid], "k--", lw=1, label=f"capacity ≈ {bits_per_param:g} bits/parameter")
-    markers = {m: k for m, k in zip(sorted(info.model.unique()), "os^vD")}
-    rl, sft = info[info.regime == "rl"], info[info.regime == "sft"]
-    for model, marker in markers.items():
-        r = rl[rl.model == model]
-        ax.scatter(r.trainable_parameters, r.info_bound_bits, marker=marker, color="tab:blue",
-                   label=f"RL info bound (episodes × reward entropy) · {model}")
-        s = sft[sft.model == model]
-        ax.scatter(s.trainable_parameters, s.bits_absorbed.clip(lower=1), marker=marker, color="tab:orange",
-                   label=f"SFT bits absorbed (NLL drop) · {model}")
-    if "sft_dataset_bits" in info and info.sft_dataset_bits.notna().any():
-        ax.axhline(info.sft_dataset_bits.dropna().iloc[0], color="tab:red", lw=1, label="SFT dataset bits")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("trainable parameters")
-    ax.set_ylabel("bits")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
-    _save(fig, path)
-
-
-def plot_capacity(chart: pd.DataFrame, table: pd.DataFrame, bits_per_param: float, path: Path) -> None:
-    """One panel per model: SFT bits stored per table size and RL bounds on one log-log chart."""
-    import matplotlib.pyplot as plt
-
-    models = sorted(chart.model.unique())
-    fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 5), squeeze=False)
-    sizes = sorted(table.n_facts.unique())
-    cmap = plt.get_cmap("plasma")
-    size_color = {n: cmap(0.1 + 0.7 * i / max(1, len(sizes) - 1)) for i, n in enumerate(sizes)}
-    xs = chart.trainable_parameters
-    grid = [xs.min() / 2, xs.max() * 2]
-    for ax, model in zip(axes[0], models):
-        ax.plot(grid, [g * bits_per_param for g in grid], "k--", lw=1,
-                label=f"capacity ≈ {bits_per_param:g} bits/parameter")
-        for n in sizes:
-            d = table[(table.model == model) & (table.n_facts == n)].sort_values("trainable_parameters")
-            color = size_color[n]
-            ax.plot(d.trainable_parameters, d.bits_stored.clip(lower=1), "-", color=color, alpha=0.5)
-            off = d.falls_off.astype(bool)
-            ax.scatter(d[~off].trainable_parameters, d[~off].bits_stored.clip(lower=1), color=color,
-                       label=f"SFT stored · {n:,} facts")
-            ax.scatter(d[off].trainable_parameters, d[off].bits_stored.clip(lower=1), facecolors="none",
-                       edgecolors=color)
-            ax.axhline(d.dataset_bits.iloc[0], color=color, ls=":", lw=1)
-        ax.scatter([], [], facecolors="white", edgecolors="gray", label="open: LoRA falls off FullFT")
-        rl = chart[(chart.model == model) & (chart.regime == "rl")]
-        if len(rl):
-            ax.scatter(rl.trainable_parameters, rl.bits, marker="x", color="tab:blue",
-                       label="RL information bound (this study's RL runs)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("trainable parameters")
-        ax.set_ylabel("bits (dotted: table size in bits)")
-        ax.set_title(model)
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
-    _save(fig, path)
-
-
-def plot_capacity_falloff(table: pd.DataFrame, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    models = sorted(table.model.unique())
-    fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4), squeeze=False)
-    colors = _colors(table.method)
-    for ax, model in zip(axes[0], models):
-        d = table[table.model == model]
-        for method in method_order(d.method):
-            m = d[d.method == method].sort_values("n_facts")
-            off = m.falls_off.astype(bool)
-            ax.plot(m.n_facts, m.share_stored, "-", color=colors[method], label=method)
-            ax.scatter(m[~off].n_facts, m[~off].share_stored, color=colors[method])
-            ax.scatter(m[off].n_facts, m[off].share_stored, facecolors="white", edgecolors=colors[method], zorder=3)
-        ax.scatter([], [], facecolors="white", edgecolors="gray", label="open: falls off FullFT")
-        ax.set_xscale("log", base=2)
-        sizes = sorted(d.n_facts.unique())
-        ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
-        ax.set_ylim(min(0.0, d.share_stored.min()) - 0.02, 1.05)  # 1 = the whole table stored
-        ax.set_xlabel("facts in the table")
-        ax.set_ylabel("share of the table's bits stored")
-        ax.set_title(model)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    _save(fig, path)
+NAMES = {"rl": "RL", "sft": "SFT"}
 
 
 def capacity_findings(falloff: pd.DataFrame) -> list[str]:
@@ -255,75 +46,21 @@ def capacity_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, li
     per_param = table.groupby("method").bits_per_parameter.max()
     per_param = per_param[method_order(per_param.index)]
     show = ["model", "n_facts", "method", "lr", "at_grid_edge", "trainable_parameters", "dataset_bits",
-            "bits_stored", "bits_absorbed", "share_stored", "bits_per_parameter", "gap", "verdict", "falls_off"]
+            "bits_stored", "bits_absorbed", "share_stored", "bits_per_parameter", "gap", "ci_low", "ci_high",
+            "verdict", "reason", "falls_off"]
     return [("Capacity", [
         f"SFT on random facts tables of {', '.join(f'{n:,}' for n in cfg.capacity.n_facts)} keys "
         f"({cfg.capacity.probes} facts probed per split, {len(cfg.capacity.seeds)} seed(s)), every method at its "
         "best lr on val. Bits stored = the table's bits minus the final total train NLL in bits (at least 0); bits "
         "absorbed = the drop in train NLL from the base model (it also counts format the base unlearns). "
-        "A LoRA rank falls off when its test gap "
-        f"to FullFT is at or below -{cfg.analysis.parity_threshold['sft']:g} nats/token (the SFT parity threshold).",
+        "A LoRA rank falls off when the equivalence rule calls it worse than FullFT: the interval of its test gap "
+        f"over seeds lies below 0 and not inside ±{cfg.analysis.parity_threshold['sft']:g} nats/token.",
         *capacity_findings(falloff),
         "Most bits stored per trainable parameter at any size: "
         + ", ".join(f"{m}: {v:.3f}" for m, v in per_param.items())
         + f" (reference {cfg.analysis.bits_per_param:g}).",
         ("figure", "capacity.png"), ("figure", "capacity_falloff.png"), falloff.round(1), table[show].round(4),
     ])]
-
-
-def plot_lr_vs_rank(table: pd.DataFrame, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    panels = sorted(table.groupby(["regime", "model"]).groups) if len(table) else []
-    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.5 * max(1, len(panels)), 3.8), squeeze=False)
-    for ax, (regime, model) in zip(axes[0], panels):
-        d = table[(table.regime == regime) & (table.model == model)].copy()
-        d["rank"] = d.method.map(lora_rank)
-        d = d.sort_values("rank")
-        ax.plot(d["rank"], d.best_lr, "o-", label="LoRA best lr")
-        full = d.fullft_best_lr.iloc[0]
-        ax.axhline(full, color="black", ls="--", lw=1, label=f"FullFT best lr ({full:g})")
-        ax.axhline(10 * full, color="gray", ls=":", lw=1, label="10 x FullFT")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("LoRA rank")
-        ax.set_ylabel("best learning rate")
-        ax.set_title(f"{regime.upper()} · {model}")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
-    _save(fig, path)
-
-
-def plot_updates(shares: pd.DataFrame, matrices: pd.DataFrame, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    if len(shares):
-        mean = shares.groupby(["regime", "model"])[
-            ["share_changed_exact", "share_changed_atol", "share_changed_bf16"]].mean()
-        mean.columns = ["exact (fp32)", "|delta| > 1e-5 (fp32)", "after bf16 cast"]
-        (100 * mean).plot.bar(ax=left, rot=0)
-        left.set_xticklabels([f"{r.upper()}\n{m}" for r, m in mean.index], fontsize=8)
-        left.set_ylabel("parameters changed (%)")
-        left.set_xlabel("")
-        left.legend(fontsize=8)
-    if len(matrices):
-        m = matrices.assign(rank_ratio=matrices["rank"] / matrices.full_rank,
-                            eff_ratio=matrices.effective_rank / matrices.full_rank)
-        groups = sorted(m.groupby(["regime", "model"]).groups)
-        for i, key in enumerate(groups):
-            g = m[(m.regime == key[0]) & (m.model == key[1])]
-            right.scatter([i - 0.1] * len(g), g.rank_ratio, marker="o", color="tab:blue",
-                          label="matrix_rank / full rank" if i == 0 else None, alpha=0.6)
-            right.scatter([i + 0.1] * len(g), g.eff_ratio, marker="x", color="tab:orange",
-                          label="effective rank / full rank" if i == 0 else None, alpha=0.6)
-        right.set_xticks(range(len(groups)), [f"{r.upper()}\n{mo}" for r, mo in groups], fontsize=8)
-        right.set_ylim(0, 1.05)
-        right.set_ylabel("fraction of full rank (per matrix)")
-        right.legend(fontsize=8)
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
-    _save(fig, path)
 
 
 def layer_findings(table: pd.DataFrame) -> list[str]:
@@ -345,15 +82,88 @@ def layer_findings(table: pd.DataFrame) -> list[str]:
     return out
 
 
-def findings(verdicts: pd.DataFrame) -> list[str]:
-    """One generated sentence per (regime, model)."""
+def _ci(r) -> str:
+    return f"{r.gap:+.3f}, CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+
+
+def verdict_phrase(r) -> str:
+    """One rank's verdict in words, with how sure it is."""
+    if r.verdict == "parity":
+        extra = "" if r.reason == "inside the margin" else f"; {r.reason}"
+        return f"rank {r.rank} is at parity with FullFT ({_ci(r)}, inside ±{r.margin:g}{extra})"
+    if r.verdict in ("worse", "better"):
+        return f"rank {r.rank} is {r.verdict} than FullFT ({_ci(r)})"
+    if r.verdict == "diverged":
+        return f"rank {r.rank}: a run diverged, no verdict"
+    if r.reason == "underpowered":
+        need = "more than 1,000" if r.seeds_to_decide == math.inf else f"about {r.seeds_to_decide:.0f}"
+        return (f"rank {r.rank} is undecided ({_ci(r)}): underpowered, the interval is wider than ±{r.margin:g}; "
+                f"{need} seeds would decide at the observed spread")
+    return f"rank {r.rank} is undecided ({_ci(r)}): {r.reason}"
+
+
+def edge_note(g: pd.DataFrame) -> str:
+    """Which best learning rates sit on the edge of their grid (the optimum may lie outside)."""
+    first = g.iloc[0]
+    edges = ([f"FullFT ({first.fullft_lr_edge})"] if isinstance(first.fullft_lr_edge, str) and first.fullft_lr_edge
+             else []) + [f"rank {r.rank} ({r.lr_edge})" for r in g.itertuples()
+                         if isinstance(r.lr_edge, str) and r.lr_edge]
+    return (" Best lr on the edge of its grid, which qualifies these verdicts: " + ", ".join(edges) + ".") if edges \
+        else ""
+
+
+def plateau_note(plateau: pd.DataFrame, model: str) -> str:
+    p = plateau[(plateau.model == model) & (plateau.method == "fullft")] if len(plateau) else plateau
+    if not len(p):
+        return ""
+    p = p.iloc[0]
+    window = f"the last {p.window} of {p.steps} steps"
+    if p.plateau:
+        return (f" FullFT's reward had reached a plateau ({p.reward_last:.3f} over {window} against "
+                f"{p.reward_before:.3f} before, within the seed spread {p.seed_spread:.3f}).")
+    return (f" FullFT's reward had not reached a plateau ({p.change:+.3f} over {window}, beyond the seed spread "
+            f"{p.seed_spread:.3f}): longer runs could change these verdicts.")
+
+
+def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame) -> list[str]:
+    """The answer: one plain sentence per (regime, model), with how sure it is."""
     out = []
-    names = {"rl": "RL", "sft": "SFT"}
-    for (regime, model), g in verdicts.groupby(["regime", "model"]):
-        parts = [f"{row.method}: {row.verdict} (gap {row.gap:+.3f}, CI [{row.ci_low:+.3f}, {row.ci_high:+.3f}])"
-                 for row in g.sort_values("rank").itertuples()]
-        out.append(f"**{names[regime]} · {model}** — " + "; ".join(parts) + ".")
+    score = verdicts[verdicts.metric == "score"] if len(verdicts) else verdicts
+    for (regime, model), g in score.groupby(["regime", "model"]):
+        g = g.sort_values("rank")
+        first = g.iloc[0]
+        sentence = (f"**{NAMES[regime]} · {model}** ({SCORE_LABELS[regime]} on test, {first.seeds} seeds, "
+                    f"margin ±{first.margin:g}): " + "; ".join(verdict_phrase(r) for r in g.itertuples()) + ".")
+        greedy = verdicts[(verdicts.regime == regime) & (verdicts.model == model)
+                          & (verdicts.metric == "greedy_accuracy")].sort_values("rank")
+        if len(greedy):
+            sentence += (f" Greedy accuracy (margin ±{greedy.margin.iloc[0]:g}): "
+                         + ", ".join(f"rank {r.rank} {r.verdict} ({r.gap:+.3f})" for r in greedy.itertuples()) + ".")
+        sentence += edge_note(g) + (plateau_note(plateau, model) if regime == "rl" else "")
+        out.append(sentence)
     return out
+
+
+def sft_arm_note(info: pd.DataFrame) -> str:
+    """Whether the SFT arm can show a shortfall: FullFT stores most of the table, rank 1 far less."""
+    sft = info[info.regime == "sft"] if len(info) else info
+    if not len(sft) or "bits_stored" not in sft:
+        return ""
+    table_bits = float(sft.sft_dataset_bits.iloc[0])
+    parts = []
+    for model, g in sft.groupby("model"):
+        full, r1 = g[g.method == "fullft"], g[g.method == "lora-r1"]
+        if not len(full):
+            continue
+        text = f"{model}: FullFT stored {full.bits_stored.iloc[0]:,.0f} bits ({full.bits_stored.iloc[0] / table_bits:.0%})"
+        if len(r1):
+            stored = r1.bits_stored.iloc[0]
+            ratio = f"{table_bits / stored:.1f}x" if stored > 0 else "infinitely many times"
+            text += f", rank 1 {stored:,.0f} bits (the table is {ratio} what rank 1 stored)"
+        parts.append(text)
+    return (f"SFT arm: the table holds {table_bits:,.0f} bits. Each method at its best lr, mean over seeds; bits "
+            "stored = table bits minus the final total train NLL in bits. " + "; ".join(parts) + ". The arm can "
+            "show a shortfall only where FullFT stores most of the table.")
 
 
 def run(cfg: StudyConfig, at: Layout) -> None:
@@ -364,11 +174,13 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     runs = pd.read_csv(a / "runs.csv")
     curves = pd.read_csv(a / "curves.csv")
     best = pd.read_csv(a / "best_lr.csv")
-    verdicts = pd.read_csv(a / "verdicts.csv")
+    verdicts = _read(a / "verdicts.csv")
     info = pd.read_csv(a / "information.csv")
+    plateau = _read(a / "plateau.csv")
     out = at.report
     out.mkdir(parents=True, exist_ok=True)
     keys = ["regime", "model", "method", "lr"]
+    plot_forest(verdicts, out / "forest.png")
     plot_curves(curves, best[keys], "rl", "mean reward per step", out / "rl_curves.png")
     plot_curves(curves, best[keys], "sft", "training loss (nats/token)", out / "sft_curves.png")
     plot_lr_sweep(runs, out / "lr_sweep.png")
@@ -380,14 +192,15 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     plot_updates(updates["shares"], updates["matrices"], out / "updates.png")
 
     early, layer_table = _read(a / "early_curves.csv"), _read(a / "layers.csv")
-    sections = build_sections(cfg, at, runs, best, verdicts, info, lr_rank, early, updates, layer_table)
+    sections = build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates, layer_table)
     with atomic_path(out / "report.md") as tmp:
         tmp.write_text(to_markdown(cfg, sections))
     with atomic_path(out / "index.html") as tmp:
         tmp.write_text(to_html(cfg, sections))
 
 
-def build_sections(cfg, at, runs, best, verdicts, info, lr_rank, early, updates, layer_table) -> list[tuple[str, list]]:
+def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates,
+                   layer_table) -> list[tuple[str, list]]:
     """(heading, blocks); a block is a str paragraph, a DataFrame, or ("figure", file)."""
     rollouts = []
     for model in cfg.models:
@@ -398,7 +211,8 @@ def build_sections(cfg, at, runs, best, verdicts, info, lr_rank, early, updates,
                          "train pass@1": s["train"]["pass_at_1"], "val pass@1": s["val"]["pass_at_1"],
                          f"val pass@{s['samples_per_prompt']}": s["val"][f"pass_at_{s['samples_per_prompt']}"],
                          "val zero-variance share": s["val"]["zero_variance_share"]})
-    show = ["regime", "model", "method", "lr", "gap", "ci_low", "ci_high", "seeds", "threshold", "verdict"]
+    show = ["regime", "model", "method", "metric", "lr", "lr_edge", "fullft_lr", "fullft_lr_edge", "gap", "ci_low",
+            "ci_high", "seeds", "margin", "verdict", "reason", "seeds_to_decide"]
     diverged = runs[runs.status != "completed"][["regime", "model", "method", "lr", "seed", "status"]]
     git = git_state()
     prov = pd.DataFrame([
@@ -409,12 +223,15 @@ def build_sections(cfg, at, runs, best, verdicts, info, lr_rank, early, updates,
     ])
     sft_bits = info.sft_dataset_bits.dropna().iloc[0] if "sft_dataset_bits" in info and info.sft_dataset_bits.notna().any() else math.nan
     return [
-        ("Verdicts", [
-            "Gap = method's test score minus FullFT's, each at its own best learning rate chosen on val, paired "
-            f"by seed; interval at {cfg.analysis.confidence:.0%}. Parity threshold fixed in the config. "
-            "RL score: mean reward; SFT score: -NLL per answer token (nats).",
-            *findings(verdicts), verdicts[show].round(4) if len(verdicts) else "No LoRA-vs-FullFT pairs.",
+        ("The answer", [
+            ("figure", "forest.png"), *findings(verdicts, plateau),
+            f"Gap = method's test score minus FullFT's, each at its own best learning rate chosen on val, paired by "
+            f"seed; {cfg.analysis.confidence:.0%} t interval over seeds. Equivalence margins fixed in the config "
+            "before the run: parity only when the whole interval lies inside ±margin; worse or better when it "
+            "excludes 0; otherwise undecided, with the reason and, when underpowered, the seeds that would decide.",
         ]),
+        ("Verdicts", [_round(verdicts[show]) if len(verdicts) else "No LoRA-vs-FullFT pairs.",
+                      *([_round(plateau)] if len(plateau) else [])]),
         ("RL learning curves", [("figure", "rl_curves.png")]),
         ("Learning-rate sweeps", [("figure", "lr_sweep.png"), best.round(4)]),
         ("Learning rate vs rank", [
@@ -436,7 +253,7 @@ def build_sections(cfg, at, runs, best, verdicts, info, lr_rank, early, updates,
         ("Information vs capacity", [
             f"SFT dataset: {sft_bits:,.0f} bits. Capacity line: {cfg.analysis.bits_per_param:g} bits per trainable "
             "parameter (Allen-Zhu & Li). RL bound: cumulative sum over groups of group size × reward entropy.",
-            ("figure", "information.png"), ("figure", "rl_bits.png"), info.round(1),
+            sft_arm_note(info), ("figure", "information.png"), ("figure", "rl_bits.png"), info.round(1),
         ]),
         *capacity_section(cfg, at.analysis, at.report),
         ("Base policy", [pd.DataFrame(rollouts).round(3)]),
@@ -444,6 +261,11 @@ def build_sections(cfg, at, runs, best, verdicts, info, lr_rank, early, updates,
                   *( [diverged] if len(diverged) else [] )]),
         ("Provenance", [prov]),
     ]
+
+
+def _round(table: pd.DataFrame) -> pd.DataFrame:
+    """Numbers to three decimals: what intervals over a handful of seeds support."""
+    return table.round(3)
 
 
 def _read(path: Path) -> pd.DataFrame:

@@ -11,6 +11,7 @@ rule analysis:
         lr_vs_rank=f"{RESULTS}/analysis/lr_vs_rank.csv",
         early_curves=f"{RESULTS}/analysis/early_curves.csv",
         layers=f"{RESULTS}/analysis/layers.csv",
+        plateau=f"{RESULTS}/analysis/plateau.csv",
         summary=f"{RESULTS}/analysis/summary.json",
     log:
         f"{RESULTS}/logs/analysis.log",

@@ -10,6 +10,11 @@ rule report:
         **capacity_figures(),
         md=f"{REPORT}/report.md",
         html=f"{REPORT}/index.html",
+        forest=report(
+            f"{REPORT}/forest.png",
+            caption="../report/forest.rst",
+            category="Verdicts",
+        ),
         rl_curves=report(
             f"{REPORT}/rl_curves.png",
             caption="../report/rl_curves.rst",

@@ -1,0 +1,325 @@
+"""The report's figures: one registry (file -> caption) that the report page and
+Snakemake's `report()` both read, and one function per figure.
+
+Reads the analysis tables only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from rankone.config import lora_rank
+
+FIGURES = {
+    "forest.png": "The answer: each LoRA rank's test gap to FullFT (each at its best lr on val, paired by seed) with "
+                  "its confidence interval; shaded: the equivalence margin fixed before the run. Parity only when the "
+                  "whole interval lies inside the band.",
+    "rl_curves.png": "RL reward per step, each method at its best learning rate (mean over seeds, band = min..max).",
+    "lr_sweep.png": "Validation score against learning rate per method (mean over seeds, bars = min..max).",
+    "sft_curves.png": "SFT training loss per step, each rank at its best learning rate (mean over seeds).",
+    "rl_bits.png": "RL information per step, each method at its best lr (mean over seeds): entropy of the batch's "
+                   "rewards and of a group's rewards (what its advantages carry), and the cumulative bound.",
+    "information.png": "Information in bits against trainable parameters, with the capacity reference line.",
+    "lr_vs_rank.png": "Best learning rate per LoRA rank (chosen on val); dashed: FullFT's best, dotted: 10x FullFT's.",
+    "updates.png": "FullFT updates: share of parameters changed three ways, and per-matrix update rank / full rank.",
+    "capacity.png": "Capacity chart: bits stored by SFT on facts tables of each size (filled: not shown worse than FullFT, "
+                    "open: falls off) and RL information bounds, against trainable parameters; dashed: capacity line.",
+    "capacity_falloff.png": "Share of the facts table stored against table size, per method at its best lr; "
+                            "open markers: LoRA falls off FullFT (worse under the equivalence rule).",
+}
+
+
+VERDICT_COLORS = {"parity": "tab:green", "better": "tab:blue", "worse": "tab:red", "inconclusive": "tab:gray",
+                  "diverged": "black"}
+SCORE_LABELS = {"rl": "mean reward", "sft": "-NLL (nats/token)"}
+
+
+def method_order(methods) -> list[str]:
+    return sorted(set(methods), key=lambda m: (lora_rank(m) is None, lora_rank(m) or 0, m))
+
+
+def _colors(methods):
+    import matplotlib.pyplot as plt
+
+    cmap = plt.get_cmap("viridis")
+    ordered = method_order(methods)
+    lora = [m for m in ordered if m != "fullft"]
+    colors = {m: cmap(0.15 + 0.7 * i / max(1, len(lora) - 1)) for i, m in enumerate(lora)}
+    colors["fullft"] = "black"
+    return colors
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_curves(curves: pd.DataFrame, best: pd.DataFrame, regime: str, ylabel: str, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    data = curves[curves.regime == regime].merge(best, on=["regime", "model", "method", "lr"])
+    models = sorted(data.model.unique())
+    fig, axes = plt.subplots(1, max(1, len(models)), figsize=(5.5 * max(1, len(models)), 4), squeeze=False)
+    colors = _colors(data.method)
+    for ax, model in zip(axes[0], models):
+        for method in method_order(data[data.model == model].method):
+            d = data[(data.model == model) & (data.method == method)]
+            per_step = d.groupby("step")["value"]
+            window = max(1, len(per_step) // 15)
+            mean = per_step.mean().rolling(window, min_periods=1).mean()
+            low = per_step.min().rolling(window, min_periods=1).mean()
+            high = per_step.max().rolling(window, min_periods=1).mean()
+            lr = d.lr.iloc[0]
+            ax.plot(mean.index, mean.values, color=colors[method], label=f"{method} (lr {lr:g})")
+            ax.fill_between(mean.index, low.values, high.values, color=colors[method], alpha=0.12)
+        ax.set_title(model)
+        ax.set_xlabel("step")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_lr_sweep(runs: pd.DataFrame, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    panels = sorted(runs.groupby(["regime", "model"]).groups)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    colors = _colors(runs.method)
+    labels = {"rl": "val mean reward", "sft": "val score = -NLL (nats/token)"}
+    for ax, (regime, model) in zip(axes[0], panels):
+        d = runs[(runs.regime == regime) & (runs.model == model)]
+        for method in method_order(d.method):
+            g = d[d.method == method].groupby("lr")["val_score"]
+            mean, low, high = g.mean(), g.min(), g.max()
+            ax.errorbar(mean.index, mean.values, yerr=[mean - low, high - mean], marker="o", capsize=3,
+                        color=colors[method], label=method)
+            bad = d[(d.method == method) & (d.status != "completed")]
+            if len(bad):
+                ax.scatter(bad.lr, [ax.get_ylim()[0]] * len(bad), marker="x", color=colors[method])
+        ax.set_xscale("log")
+        ax.set_title(f"{regime.upper()} · {model}")
+        ax.set_xlabel("learning rate")
+        ax.set_ylabel(labels[regime])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_rl_bits(curves: pd.DataFrame, best: pd.DataFrame, path: Path) -> None:
+    """Per model: per-step reward / advantage entropy (bits) and the cumulative information bound."""
+    import matplotlib.pyplot as plt
+
+    data = curves[curves.regime == "rl"].merge(best, on=["regime", "model", "method", "lr"])
+    models = sorted(data.model.unique())
+    fig, axes = plt.subplots(2, max(1, len(models)), figsize=(5.5 * max(1, len(models)), 7), squeeze=False)
+    colors = _colors(data.method)
+    for col, model in enumerate(models):
+        top, bottom = axes[0][col], axes[1][col]
+        for method in method_order(data[data.model == model].method):
+            per_step = data[(data.model == model) & (data.method == method)].groupby("step")
+            window = max(1, len(per_step) // 15)
+            smooth = per_step[["reward_entropy_bits", "advantage_entropy_bits"]].mean().rolling(
+                window, min_periods=1).mean()
+            top.plot(smooth.index, smooth.reward_entropy_bits, color=colors[method], label=f"{method}: batch rewards")
+            top.plot(smooth.index, smooth.advantage_entropy_bits, color=colors[method], ls="--",
+                     label=f"{method}: group rewards (advantages)")
+            bound = per_step.info_bound_bits.mean()
+            bottom.plot(bound.index, bound.values, color=colors[method], label=method)
+        top.set_title(model)
+        top.set_ylabel("entropy per episode (bits)")
+        bottom.set_ylabel("cumulative information bound (bits)")
+        for ax in (top, bottom):
+            ax.set_xlabel("step")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=6)
+    _save(fig, path)
+
+
+def plot_information(info: pd.DataFrame, bits_per_param: float, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    xs = info.trainable_parameters
+    grid = [xs.min() / 2, xs.max() * 2]
+    ax.plot(grid, [g * bits_per_param for g in grid], "k--", lw=1, label=f"capacity ≈ {bits_per_param:g} bits/parameter")
+    markers = {m: k for m, k in zip(sorted(info.model.unique()), "os^vD")}
+    rl, sft = info[info.regime == "rl"], info[info.regime == "sft"]
+    for model, marker in markers.items():
+        r = rl[rl.model == model]
+        ax.scatter(r.trainable_parameters, r.info_bound_bits, marker=marker, color="tab:blue",
+                   label=f"RL info bound (episodes × reward entropy) · {model}")
+        s = sft[sft.model == model]
+        ax.scatter(s.trainable_parameters, s.bits_absorbed.clip(lower=1), marker=marker, color="tab:orange",
+                   label=f"SFT bits absorbed (NLL drop) · {model}")
+    if "sft_dataset_bits" in info and info.sft_dataset_bits.notna().any():
+        ax.axhline(info.sft_dataset_bits.dropna().iloc[0], color="tab:red", lw=1, label="SFT dataset bits")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("trainable parameters")
+    ax.set_ylabel("bits")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def plot_capacity(chart: pd.DataFrame, table: pd.DataFrame, bits_per_param: float, path: Path) -> None:
+    """One panel per model: SFT bits stored per table size and RL bounds on one log-log chart."""
+    import matplotlib.pyplot as plt
+
+    models = sorted(chart.model.unique())
+    fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 5), squeeze=False)
+    sizes = sorted(table.n_facts.unique())
+    cmap = plt.get_cmap("plasma")
+    size_color = {n: cmap(0.1 + 0.7 * i / max(1, len(sizes) - 1)) for i, n in enumerate(sizes)}
+    xs = chart.trainable_parameters
+    grid = [xs.min() / 2, xs.max() * 2]
+    for ax, model in zip(axes[0], models):
+        ax.plot(grid, [g * bits_per_param for g in grid], "k--", lw=1,
+                label=f"capacity ≈ {bits_per_param:g} bits/parameter")
+        for n in sizes:
+            d = table[(table.model == model) & (table.n_facts == n)].sort_values("trainable_parameters")
+            color = size_color[n]
+            ax.plot(d.trainable_parameters, d.bits_stored.clip(lower=1), "-", color=color, alpha=0.5)
+            off = d.falls_off.astype(bool)
+            ax.scatter(d[~off].trainable_parameters, d[~off].bits_stored.clip(lower=1), color=color,
+                       label=f"SFT stored · {n:,} facts")
+            ax.scatter(d[off].trainable_parameters, d[off].bits_stored.clip(lower=1), facecolors="none",
+                       edgecolors=color)
+            ax.axhline(d.dataset_bits.iloc[0], color=color, ls=":", lw=1)
+        ax.scatter([], [], facecolors="white", edgecolors="gray", label="open: LoRA falls off FullFT")
+        rl = chart[(chart.model == model) & (chart.regime == "rl")]
+        if len(rl):
+            ax.scatter(rl.trainable_parameters, rl.bits, marker="x", color="tab:blue",
+                       label="RL information bound (this study's RL runs)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("trainable parameters")
+        ax.set_ylabel("bits (dotted: table size in bits)")
+        ax.set_title(model)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def plot_capacity_falloff(table: pd.DataFrame, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    models = sorted(table.model.unique())
+    fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4), squeeze=False)
+    colors = _colors(table.method)
+    for ax, model in zip(axes[0], models):
+        d = table[table.model == model]
+        for method in method_order(d.method):
+            m = d[d.method == method].sort_values("n_facts")
+            off = m.falls_off.astype(bool)
+            ax.plot(m.n_facts, m.share_stored, "-", color=colors[method], label=method)
+            ax.scatter(m[~off].n_facts, m[~off].share_stored, color=colors[method])
+            ax.scatter(m[off].n_facts, m[off].share_stored, facecolors="white", edgecolors=colors[method], zorder=3)
+        ax.scatter([], [], facecolors="white", edgecolors="gray", label="open: falls off FullFT")
+        ax.set_xscale("log", base=2)
+        sizes = sorted(d.n_facts.unique())
+        ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        ax.set_ylim(min(0.0, d.share_stored.min()) - 0.02, 1.05)  # 1 = the whole table stored
+        ax.set_xlabel("facts in the table")
+        ax.set_ylabel("share of the table's bits stored")
+        ax.set_title(model)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_lr_vs_rank(table: pd.DataFrame, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    panels = sorted(table.groupby(["regime", "model"]).groups) if len(table) else []
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.5 * max(1, len(panels)), 3.8), squeeze=False)
+    for ax, (regime, model) in zip(axes[0], panels):
+        d = table[(table.regime == regime) & (table.model == model)].copy()
+        d["rank"] = d.method.map(lora_rank)
+        d = d.sort_values("rank")
+        ax.plot(d["rank"], d.best_lr, "o-", label="LoRA best lr")
+        full = d.fullft_best_lr.iloc[0]
+        ax.axhline(full, color="black", ls="--", lw=1, label=f"FullFT best lr ({full:g})")
+        ax.axhline(10 * full, color="gray", ls=":", lw=1, label="10 x FullFT")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("LoRA rank")
+        ax.set_ylabel("best learning rate")
+        ax.set_title(f"{regime.upper()} · {model}")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def plot_updates(shares: pd.DataFrame, matrices: pd.DataFrame, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    if len(shares):
+        mean = shares.groupby(["regime", "model"])[
+            ["share_changed_exact", "share_changed_atol", "share_changed_bf16"]].mean()
+        mean.columns = ["exact (fp32)", "|delta| > 1e-5 (fp32)", "after bf16 cast"]
+        (100 * mean).plot.bar(ax=left, rot=0)
+        left.set_xticklabels([f"{r.upper()}\n{m}" for r, m in mean.index], fontsize=8)
+        left.set_ylabel("parameters changed (%)")
+        left.set_xlabel("")
+        left.legend(fontsize=8)
+    if len(matrices):
+        m = matrices.assign(rank_ratio=matrices["rank"] / matrices.full_rank,
+                            eff_ratio=matrices.effective_rank / matrices.full_rank)
+        groups = sorted(m.groupby(["regime", "model"]).groups)
+        for i, key in enumerate(groups):
+            g = m[(m.regime == key[0]) & (m.model == key[1])]
+            right.scatter([i - 0.1] * len(g), g.rank_ratio, marker="o", color="tab:blue",
+                          label="matrix_rank / full rank" if i == 0 else None, alpha=0.6)
+            right.scatter([i + 0.1] * len(g), g.eff_ratio, marker="x", color="tab:orange",
+                          label="effective rank / full rank" if i == 0 else None, alpha=0.6)
+        right.set_xticks(range(len(groups)), [f"{r.upper()}\n{mo}" for r, mo in groups], fontsize=8)
+        right.set_ylim(0, 1.05)
+        right.set_ylabel("fraction of full rank (per matrix)")
+        right.legend(fontsize=8)
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    _save(fig, path)
+
+
+def plot_forest(verdicts: pd.DataFrame, path: Path) -> None:
+    """Per regime: gap and interval per (model, rank), the +-margin band shaded, colour = verdict."""
+    import math
+
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    v = verdicts[verdicts.metric == "score"] if len(verdicts) else verdicts
+    regimes = [r for r in ("rl", "sft") if len(v) and r in set(v.regime)]
+    rows = max([len(v[v.regime == r]) for r in regimes] or [1])
+    fig, axes = plt.subplots(1, max(1, len(regimes)), figsize=(5.6 * max(1, len(regimes)), 1.3 + 0.42 * rows),
+                             squeeze=False)
+    for ax, regime in zip(axes[0], regimes):
+        d = v[v.regime == regime].sort_values(["model", "rank"])
+        margin = float(d.margin.iloc[0])
+        ax.axvspan(-margin, margin, color="tab:green", alpha=0.15)
+        ax.axvline(0, color="black", lw=0.8)
+        ys = list(range(len(d)))[::-1]
+        for y, r in zip(ys, d.itertuples()):
+            color = VERDICT_COLORS.get(r.verdict, "black")
+            if math.isfinite(r.ci_low):
+                ax.errorbar(r.gap, y, xerr=[[r.gap - r.ci_low], [r.ci_high - r.gap]], fmt="o", color=color,
+                            capsize=3)
+            else:
+                ax.plot(r.gap, y, "o", color=color)
+        ax.set_yticks(ys, [f"{r.model} · r{r.rank}" for r in d.itertuples()], fontsize=8)
+        ax.set_xlabel(f"test gap to FullFT ({SCORE_LABELS[regime]})")
+        ax.set_title(f"{regime.upper()}: LoRA minus FullFT, band = ±{margin:g}", fontsize=10)
+        ax.grid(alpha=0.3, axis="x")
+    handles = [Line2D([], [], marker="o", ls="", color=c, label=k) for k, c in VERDICT_COLORS.items()
+               if len(v) and k in set(v.verdict)]
+    if handles:
+        axes[0][-1].legend(handles=handles, fontsize=7, loc="best")
+    _save(fig, path)

@@ -1,0 +1,114 @@
+"""The one table of stage dependencies (rankone.stages): change each config field in turn and
+the stages that rerun are exactly the ones that read it and what follows them."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rankone.config import RunId, layer, layered_files, validate
+from rankone.stages import STAGES, config_digest, lineage_sections, upstream
+from rankone.train.common import Run
+from tests.conftest import ROOT
+
+DEFAULT = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
+AFTER_TRAIN = {"train", "evaluate", "analysis", "updates", "capacity", "report"}
+AFTER_MODELS = {"models", "rollouts", *AFTER_TRAIN}
+EVERYTHING = {"data", *AFTER_MODELS}
+
+CHANGES = [  # (dotted field, new value, the stages that must rerun)
+    ("seed", 1, EVERYTHING),
+    ("threads", 2, AFTER_MODELS),
+    ("local_models", {}, set()),  # unchanged value: nothing reruns
+    ("architecture.hidden_size", 256, AFTER_MODELS),
+    ("pretrain.steps", 100, AFTER_MODELS),
+    ("pretrain.sft_format_share", 0.5, AFTER_MODELS),
+    ("tasks.rl.params.warmup_share", 0.4, EVERYTHING),
+    ("tasks.sft.params.digits", 3, EVERYTHING),  # the warm-start reads the SFT task's warm-up table
+    ("rollout.temperature", 0.7, {"rollouts", *AFTER_TRAIN}),
+    ("rollout.n_prompts", 64, {"rollouts", "report"}),
+    ("rollout.max_new_tokens", 6, AFTER_MODELS),
+    ("rl.steps", 10, AFTER_TRAIN),
+    ("rl.max_logprob_gap", 0.01, AFTER_TRAIN),
+    ("sft.batch_size", 32, AFTER_TRAIN),
+    ("lora.alpha", 16, AFTER_TRAIN),
+    ("evaluate.n_prompts", 64, {"evaluate", "analysis", "updates", "capacity", "report"}),
+    ("analysis.confidence", 0.9, {"analysis", "updates", "capacity", "report"}),
+    ("analysis.greedy_margin", 0.1, {"analysis", "updates", "capacity", "report"}),
+]
+
+
+def changed(data: dict, dotted: str, value) -> dict:
+    out = copy.deepcopy(data)
+    *parents, leaf = dotted.split(".")
+    node = out
+    for key in parents:
+        node = node[key]
+    node[leaf] = value
+    return out
+
+
+def downstream(stages: set[str]) -> set[str]:
+    return {name for name in STAGES if set(upstream(name)) & stages}
+
+
+def rerun(before, after) -> set[str]:
+    direct = {stage for stage in STAGES for regime in ("rl", "sft")
+              if config_digest(before, stage, regime) != config_digest(after, stage, regime)}
+    return downstream(direct)
+
+
+@pytest.mark.parametrize("field, value, expected", CHANGES, ids=[c[0] for c in CHANGES])
+def test_each_config_field_reruns_exactly_the_stages_that_read_it(field, value, expected):
+    before, after = validate(DEFAULT), validate(changed(DEFAULT, field, value))
+    assert rerun(before, after) == expected
+
+
+def test_capacity_fields_rerun_the_capacity_stage_and_the_report_only():
+    layered = layer(DEFAULT, yaml.safe_load((ROOT / "config/experiments/capacity.yaml").read_text()))
+    before = validate(layered)
+    after = validate(changed(layered, "capacity.probes", 32))
+    assert rerun(before, after) == {"capacity", "report"}
+
+
+def test_checkpoint_identity_covers_everything_training_depends_on(tmp_path):
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "rankone.json").write_text("{}")
+    run = RunId.parse("rl/qwen3-tiny/lora-r1/lr0.001/seed0")
+
+    def identity(data: dict) -> dict:
+        return Run(validate(data), run, tmp_path, model_dir, None, None, None).identity()
+
+    base = identity(DEFAULT)
+    for field, value in [("rollout.temperature", 0.7), ("pretrain.steps", 10), ("architecture.hidden_size", 256),
+                         ("tasks.rl.params.warmup_share", 0.4), ("rl.steps", 10), ("seed", 3)]:
+        assert identity(changed(DEFAULT, field, value)) != base, field
+    assert identity(changed(DEFAULT, "evaluate.n_prompts", 64)) == base  # evaluation is not training's business
+    (model_dir / "rankone.json").write_text('{"rebuilt": true}')
+    assert identity(DEFAULT) != base, "another base model"
+    assert {"rollout.temperature", "pretrain", "architecture", "tasks"} <= set(lineage_sections("train", "rl"))
+
+
+def test_a_layered_config_can_switch_a_task(tmp_path):
+    over = tmp_path / "facts-rl.yaml"
+    over.write_text(yaml.safe_dump({"experiment": "facts-rl", "tasks": {"rl": {
+        "name": "facts", "params": {"n_facts": 256, "digits": 1, "n_val": 64, "n_test": 64}}}}))
+    cfg = validate(layered_files([ROOT / "config/default.yaml", over]))
+    assert cfg.tasks["rl"].name == "facts" and cfg.tasks["rl"].params["n_facts"] == 256
+    assert "max_operand" not in cfg.tasks["rl"].params  # the old task's params are dropped
+    assert cfg.tasks["sft"].params["n_facts"] == DEFAULT["tasks"]["sft"]["params"]["n_facts"]
+    # the same task keeps merging as before
+    same = validate(layered_files([ROOT / "config/default.yaml"], {"tasks": {"rl": {"params": {"n_val": 128}}}}))
+    assert same.tasks["rl"].params["n_val"] == 128 and same.tasks["rl"].params["max_operand"] == 99
+
+
+def test_every_stage_names_existing_upstream_stages_and_sources():
+    package = Path(__file__).resolve().parents[1] / "src/rankone"
+    for name, stage in STAGES.items():
+        assert set(stage.upstream) <= set(STAGES), name
+        for source in stage.sources:
+            assert (package / source).exists(), f"{name}: {source}"
