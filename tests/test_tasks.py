@@ -37,12 +37,37 @@ def test_arithmetic_splits_deterministic_disjoint_and_correct():
     assert a == b
     assert Arithmetic.splits(params, 4) != a
     prompts = {s: {r["prompt"] for r in rows} for s, rows in a.items()}
-    assert not prompts["train"] & prompts["val"] and not prompts["train"] & prompts["test"]
-    assert not prompts["val"] & prompts["test"]
-    assert sum(len(p) for p in prompts.values()) == 31 * 31
+    assert set(prompts) == {"train", "val", "test", "warmup"}
+    for one, other in [("train", "val"), ("train", "test"), ("val", "test"), ("warmup", "train"), ("warmup", "val"),
+                       ("warmup", "test")]:
+        assert not prompts[one] & prompts[other], (one, other)
+    assert sum(len(p) for p in prompts.values()) == 31 * 31  # every problem in exactly one split
+    assert 50 <= len(prompts["val"]) <= 51 and 60 <= len(prompts["test"]) <= 61
     for row in a["train"]:
         x, y = row["prompt"].rstrip("=").split("+")
         assert int(row["answer"]) == int(x) + int(y)
+
+
+def test_arithmetic_splits_keep_both_orders_of_a_pair_together():
+    """`b+a` is a trivial variant of `a+b`: it must never sit in another split (above all not
+    in the warm-up, which would make RL sharpen what the base already holds)."""
+    splits = Arithmetic.splits(ArithmeticParams(max_operand=99, n_val=256, n_test=256), 0)
+    where = {}
+    for split, rows in splits.items():
+        for row in rows:
+            a, b = row["prompt"].rstrip("=").split("+")
+            where.setdefault(frozenset((int(a), int(b))), set()).add(split)
+    assert all(len(s) == 1 for s in where.values())
+    swapped_in_train = [r for r in splits["test"] if "+".join(reversed(r["prompt"][:-1].split("+"))) + "="
+                        in {t["prompt"] for t in splits["train"] + splits["warmup"]}]
+    assert swapped_in_train == []
+
+
+def test_facts_warmup_table_shares_no_key_with_the_trained_table():
+    params = FactsParams(n_facts=300, digits=2, n_val=20, n_test=30)
+    splits = Facts.splits(params, 1)
+    assert len(splits["warmup"]) == 300
+    assert not {r["prompt"] for r in splits["warmup"]} & {r["prompt"] for r in splits["train"]}
 
 
 def test_facts_bits_and_probes():

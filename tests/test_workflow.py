@@ -63,12 +63,19 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
         assert (smoke / at.rollouts(model) / "summary.json").is_file()
     verdicts = pd.read_csv(smoke / at.analysis / "verdicts.csv")
     assert set(verdicts.verdict) <= {"parity", "worse", "better", "inconclusive"}
-    assert len(verdicts) == len(cfg.regimes) * len(cfg.models) * (len(cfg.methods) - 1)
+    pairs = len(cfg.regimes) * len(cfg.models) * (len(cfg.methods) - 1)
+    assert len(verdicts) == 2 * pairs  # the score and greedy accuracy
+    assert set(verdicts.metric) == {"score", "greedy_accuracy"}
+    assert (pd.read_csv(smoke / at.analysis / "plateau.csv").method == "fullft").sum() == len(cfg.models)
     report = smoke / at.report
-    for name in ("report.md", "index.html", "rl_curves.png", "sft_curves.png", "lr_sweep.png", "information.png",
-                 "rl_bits.png"):
+    for name in ("report.md", "index.html", "forest.png", "rl_curves.png", "sft_curves.png", "lr_sweep.png",
+                 "information.png", "rl_bits.png"):
         assert (report / name).stat().st_size > 0, name
-    assert "Verdicts" in (report / "report.md").read_text()
+    text = (report / "report.md").read_text()
+    # the report opens with the answer: the forest plot, then one sentence per (regime, model)
+    assert text.index("## The answer") < text.index("forest.png") < text.index("**RL · llama-tiny**") < text.index(
+        "## Verdicts")
+    assert text.count("margin ±") >= len(cfg.regimes) * len(cfg.models)
 
 
 def test_smoke_capacity_experiment_sits_beside_the_rl_runs(smoke):
@@ -95,24 +102,59 @@ def test_second_run_does_nothing(smoke):
     assert job_counts(out.stdout + out.stderr) == {}
 
 
-def test_changing_one_learning_rate_reruns_only_its_jobs(smoke):
+def dry_run_with(smoke: Path, edit) -> tuple[dict, dict]:
+    """A dry run after `edit(config dict)` on the smoke config (restored after): (config, job counts)."""
     path = smoke / "config/smoke.yaml"
     original = path.read_text()
     cfg = yaml.safe_load(original)
-    cfg["learning_rates"]["rl"]["fullft"] = [0.002]
+    edit(cfg)
     path.write_text(yaml.safe_dump(cfg))
     try:
         out = snakemake(smoke, "-n")
     finally:
         path.write_text(original)
     assert out.returncode == 0, out.stderr
-    # the new lr's runs train; the FullFT-RL evaluation of each model, the FullFT update
-    # analysis, the analysis, the capacity chart (it shows the RL runs) and the report
-    # follow; nothing else (no data, models, rollouts, capacity runs).
-    n = len(cfg["models"]) * len(cfg["seeds"])
-    assert job_counts(out.stdout + out.stderr) == {
-        "train": n, "evaluate": len(cfg["models"]), "updates": 1, "analysis": 1, "capacity": 1, "report": 1,
-        "all": 1}
+    return cfg, job_counts(out.stdout + out.stderr)
+
+
+def test_changing_one_learning_rate_reruns_only_its_jobs(smoke):
+    cfg, counts = dry_run_with(smoke, lambda c: c["learning_rates"]["rl"].update(fullft=[0.002]))
+    # the new lr's cell trains (one job per model, all seeds); the FullFT-RL evaluation of
+    # each model, the FullFT update analysis, the analysis, the capacity chart (it shows the
+    # RL runs) and the report follow; nothing else (no data, models, rollouts, capacity runs).
+    assert counts == {
+        "train": len(cfg["models"]), "evaluate": len(cfg["models"]), "updates": 1, "analysis": 1, "capacity": 1,
+        "report": 1, "all": 1}
+
+
+def test_changing_the_sft_task_rebuilds_the_base_models(smoke):
+    """The warm-start reads the SFT task's warm-up table, so its base models depend on tasks.sft."""
+    cfg, counts = dry_run_with(smoke, lambda c: c["tasks"]["sft"]["params"].update(digits=3))
+    assert counts["models"] == len(cfg["models"]) and counts["data"] == 1  # the SFT data only
+    assert counts["train"] == len(load(smoke / "config/smoke.yaml").runs()) // len(cfg["seeds"])
+
+
+def test_a_layered_config_switches_the_rl_task(smoke, tmp_path):
+    layer = tmp_path / "facts-rl.yaml"
+    layer.write_text(yaml.safe_dump({"experiment": "facts-rl", "capacity": None, "tasks": {"rl": {
+        "name": "facts", "params": {"n_facts": 64, "digits": 1, "n_val": 16, "n_test": 16}}}}))
+    out = snakemake(smoke, "-n", configs=("config/smoke.yaml", str(layer)))
+    assert out.returncode == 0, out.stderr[-3000:]
+    resolved = yaml.safe_load((smoke / "results/facts-rl/study.yaml").read_text())
+    assert resolved["tasks"]["rl"] == {"name": "facts", "params": {"n_facts": 64, "digits": 1, "n_val": 16,
+                                                                   "n_test": 16}}
+
+
+def test_provenance_names_the_stage_its_config_and_code(smoke):
+    from rankone.stages import config_digest, source_digest
+
+    cfg = load(smoke / "config/smoke.yaml")
+    run = cfg.runs()[0]
+    prov = read_json(smoke / Layout(cfg).train(run) / "run.json")["provenance"]
+    assert prov["stage"] == "train" and prov["config_digest"] == config_digest(cfg, "train", run.regime)
+    assert prov["code_digest"] == source_digest("train", smoke / "src/rankone")
+    manifest = read_json(smoke / Layout(cfg).data("sft") / "manifest.json")["provenance"]
+    assert manifest["stage"] == "data" and manifest["config_sections"] == ["seed", "tasks.sft"]
 
 
 def test_rankone_cli_reruns_a_single_job(smoke, tmp_path):

@@ -173,8 +173,8 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     a = at.analysis
     runs = pd.read_csv(a / "runs.csv")
     curves = pd.read_csv(a / "curves.csv")
-    best = pd.read_csv(a / "best_lr.csv")
-    verdicts = _read(a / "verdicts.csv")
+    best = pd.read_csv(a / "best_lr.csv").fillna({"edge": ""})
+    verdicts = _read(a / "verdicts.csv").fillna({"lr_edge": "", "fullft_lr_edge": ""})
     info = pd.read_csv(a / "information.csv")
     plateau = _read(a / "plateau.csv")
     out = at.report
