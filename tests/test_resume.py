@@ -21,7 +21,7 @@ from rankone.train import TRAINERS
 from tests.conftest import smoke_dict
 
 RL_RUN = ("rl/llama-tiny/fullft/lr0.001/seed1",
-          {"rl": {"steps": 80, "prompts_per_step": 4, "group_size": 4, "checkpoint_every": 5}})
+          {"rl": {"steps": 40, "prompts_per_step": 4, "group_size": 4, "checkpoint_every": 5}})
 SFT_RUN = ("sft/qwen3-tiny/lora-r1/lr0.01/seed0", {"sft": {"steps": 300, "batch_size": 16, "checkpoint_every": 10}})
 
 
@@ -74,14 +74,15 @@ def truncate(file: Path) -> None:
     file.write_bytes(data[: len(data) // 2])
 
 
-@pytest.mark.parametrize("broken, expected", [
-    (("checkpoint",), "resumed from step"),  # the one before it is still good
-    (("checkpoint", "checkpoint.prev"), "starting from step 0"),
+@pytest.mark.parametrize("broken, file, expected", [
+    (("checkpoint",), "weights.safetensors", "resumed from step"),  # the one before it is still good
+    # the weights read fine, the optimizer state does not: nothing of it may be applied
+    (("checkpoint", "checkpoint.prev"), "optimizer.safetensors", "starting from step 0"),
 ], ids=["newest", "both"])
-def test_a_truncated_checkpoint_is_set_aside_and_the_run_completes(study, tmp_path, broken, expected):
+def test_a_truncated_checkpoint_is_set_aside_and_the_run_completes(study, tmp_path, broken, file, expected):
     cmd, out, reference = killed_run(study, tmp_path, *RL_RUN, "checkpoint.prev")
     for name in broken:  # as a full disk would leave them
-        truncate(out / name / "weights.safetensors")
+        truncate(out / name / file)
     rerun = subprocess.run(cmd, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "checkpoint/ is unreadable" in rerun.stderr and expected in rerun.stderr

@@ -158,8 +158,8 @@ def sft_arm_note(info: pd.DataFrame) -> str:
         text = f"{model}: FullFT stored {full.bits_stored.iloc[0]:,.0f} bits ({full.bits_stored.iloc[0] / table_bits:.0%})"
         if len(r1):
             stored = r1.bits_stored.iloc[0]
-            ratio = f"{table_bits / stored:.1f}x" if stored > 0 else "infinitely many times"
-            text += f", rank 1 {stored:,.0f} bits (the table is {ratio} what rank 1 stored)"
+            text += (f", rank 1 {stored:,.0f} bits (the table is {table_bits / stored:.1f}x that)" if stored > 0
+                     else ", rank 1 none of it")
         parts.append(text)
     return (f"SFT arm: the table holds {table_bits:,.0f} bits. Each method at its best lr, mean over seeds; bits "
             "stored = table bits minus the final total train NLL in bits. " + "; ".join(parts) + ". The arm can "
@@ -256,7 +256,14 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
             sft_arm_note(info), ("figure", "information.png"), ("figure", "rl_bits.png"), info.round(1),
         ]),
         *capacity_section(cfg, at.analysis, at.report),
-        ("Base policy", [pd.DataFrame(rollouts).round(3)]),
+        ("Base policy", [
+            "Pass@1 of each base model on RL train prompts it never saw (the warm-start reads only the task's "
+            "warm-up split). The protocol asks for 5-60%: below, RL sees almost no reward variance; above, little "
+            "is left to learn. " + "; ".join(
+                f"{r['model']}: {r['base pass@1 (pretrain check)']:.0%}"
+                + ("" if 0.05 <= r["base pass@1 (pretrain check)"] <= 0.6 else " (outside 5-60%)")
+                for r in rollouts if r["base pass@1 (pretrain check)"] is not None) + ".",
+            pd.DataFrame(rollouts).round(3)]),
         ("Runs", [f"{len(runs)} runs, {len(diverged)} not completed.",
                   *( [diverged] if len(diverged) else [] )]),
         ("Provenance", [prov]),

@@ -100,19 +100,21 @@ class Run:
             log.warning("%s: no usable checkpoint; starting from step 0", self.run.path)
 
     def _load(self, folder: Path, saved: dict) -> None:
+        """Read every file first, then apply: a checkpoint that fails halfway changes nothing."""
         from safetensors.torch import load_file
 
-        params = load_file(folder / "weights.safetensors")
-        result = self.policy.load_state_dict(params, strict=False)
-        if result.unexpected_keys:
-            raise ValueError(f"unexpected keys {result.unexpected_keys[:3]}")
-        tensors = load_file(folder / "optimizer.safetensors")
+        params, tensors = load_file(folder / "weights.safetensors"), load_file(folder / "optimizer.safetensors")
+        trainable = {n for n, p in self.policy.named_parameters() if p.requires_grad}
+        if set(params) != trainable:
+            raise ValueError(f"its weights are not this policy's trainable parameters ({len(params)} tensors)")
         state: dict[int, dict] = {}
         for key, value in tensors.items():
             index, name = key.split(".", 1)
             state.setdefault(int(index), {})[name] = value
+        metrics, timings, run_state = saved["metrics"], saved["timings"], saved["state"]
+        self.policy.load_state_dict(params, strict=False)
         self.optimizer.load_state_dict({"state": state, "param_groups": saved["param_groups"]})
-        self.metrics, self.timings, self.state = saved["metrics"], saved["timings"], saved["state"]
+        self.metrics, self.timings, self.state = metrics, timings, run_state
 
     def checkpoint(self, every: int, total: int) -> None:
         """After a step: every `every` steps (not the last), save everything needed to resume."""
