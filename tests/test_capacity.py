@@ -43,7 +43,7 @@ def test_falloff_rank_is_the_largest_rank_behind_fullft():
         ("m", 100, "fullft", math.nan, 1000.0, 900.0, math.nan, math.nan),
         ("m", 100, "lora-r1", 1, 1000.0, 880.0, -0.02, "parity"),
         ("m", 100, "lora-r4", 4, 1000.0, 890.0, 0.0, "parity"),
-        # large table: ranks 1 and 4 fall off, 16 keeps up, 64 is undecided
+        # large table: ranks 1 and 4 fall off, 16 keeps up, 64 is inconclusive
         ("m", 400, "fullft", math.nan, 4000.0, 3000.0, math.nan, math.nan),
         ("m", 400, "lora-r1", 1, 4000.0, 900.0, -0.5, "worse"),
         ("m", 400, "lora-r4", 4, 4000.0, 2000.0, -0.2, "worse"),
@@ -56,7 +56,7 @@ def test_falloff_rank_is_the_largest_rank_behind_fullft():
     assert out.loc[400, "ranks_falling_off"] == "1 4"
     assert out.loc[400, "falloff_rank"] == 4 and out.loc[400, "smallest_rank_keeping_up"] == 16
     assert out.loc[400, "fullft_bits_stored"] == 3000.0
-    assert out.loc[400, "ranks_undecided"] == "64"  # neither falls off nor keeps up
+    assert out.loc[400, "ranks_inconclusive"] == "64"  # neither falls off nor keeps up
 
 
 def test_no_rank_keeps_up_when_all_fall_off():

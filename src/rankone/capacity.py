@@ -77,7 +77,7 @@ def falloff(table: pd.DataFrame) -> pd.DataFrame:
             "ranks_falling_off": " ".join(map(str, off)) or "none",
             "falloff_rank": max(off) if off else math.nan,
             "smallest_rank_keeping_up": min(up) if up else math.nan,
-            "ranks_undecided": " ".join(str(int(r)) for r in lora[lora.verdict == "inconclusive"]["rank"]) or "none",
+            "ranks_inconclusive": " ".join(str(int(r)) for r in lora[lora.verdict == "inconclusive"]["rank"]) or "none",
         })
     return pd.DataFrame(rows)
 

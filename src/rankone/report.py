@@ -31,7 +31,7 @@ def capacity_findings(falloff: pd.DataFrame) -> list[str]:
             keeps = "none" if pd.isna(r.smallest_rank_keeping_up) else f"r{int(r.smallest_rank_keeping_up)}"
             parts.append(f"{r.n_facts:,} facts ({r.dataset_bits:,.0f} bits, FullFT stored "
                          f"{r.fullft_bits_stored:,.0f}): ranks falling off: {r.ranks_falling_off}; smallest rank "
-                         f"keeping up: {keeps}")
+                         f"keeping up: {keeps}; inconclusive: {r.ranks_inconclusive}")
         out.append(f"**{model}** — " + "; ".join(parts) + ".")
     return out
 
@@ -59,7 +59,7 @@ def capacity_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, li
         "Most bits stored per trainable parameter at any size: "
         + ", ".join(f"{m}: {v:.3f}" for m, v in per_param.items())
         + f" (reference {cfg.analysis.bits_per_param:g}).",
-        ("figure", "capacity.png"), ("figure", "capacity_falloff.png"), falloff.round(1), table[show].round(4),
+        ("figure", "capacity.png"), ("figure", "capacity_falloff.png"), falloff.round(1), _round(table[show]),
     ])]
 
 
@@ -97,9 +97,9 @@ def verdict_phrase(r) -> str:
         return f"rank {r.rank}: a run diverged, no verdict"
     if r.reason == "underpowered":
         need = "more than 1,000" if r.seeds_to_decide == math.inf else f"about {r.seeds_to_decide:.0f}"
-        return (f"rank {r.rank} is undecided ({_ci(r)}): underpowered, the interval is wider than ±{r.margin:g}; "
+        return (f"rank {r.rank} is inconclusive ({_ci(r)}): underpowered, the interval is wider than ±{r.margin:g}; "
                 f"{need} seeds would decide at the observed spread")
-    return f"rank {r.rank} is undecided ({_ci(r)}): {r.reason}"
+    return f"rank {r.rank} is inconclusive ({_ci(r)}): {r.reason}"
 
 
 def edge_note(g: pd.DataFrame) -> str:
@@ -228,17 +228,17 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
             f"Gap = method's test score minus FullFT's, each at its own best learning rate chosen on val, paired by "
             f"seed; {cfg.analysis.confidence:.0%} t interval over seeds. Equivalence margins fixed in the config "
             "before the run: parity only when the whole interval lies inside ±margin; worse or better when it "
-            "excludes 0; otherwise undecided, with the reason and, when underpowered, the seeds that would decide.",
+            "excludes 0; otherwise inconclusive, with the reason and, when underpowered, the seeds that would decide.",
         ]),
         ("Verdicts", [_round(verdicts[show]) if len(verdicts) else "No LoRA-vs-FullFT pairs.",
                       *([_round(plateau)] if len(plateau) else [])]),
         ("RL learning curves", [("figure", "rl_curves.png")]),
-        ("Learning-rate sweeps", [("figure", "lr_sweep.png"), best.round(4)]),
+        ("Learning-rate sweeps", [("figure", "lr_sweep.png"), _round(best)]),
         ("Learning rate vs rank", [
             "Best lr per rank (on val), its ratio to FullFT's best (the original fits found ~10x), and the spread "
             "of LoRA's best lrs across ranks in decades. Early curves: the largest gap between the ranks' mean "
             f"curves over the first {cfg.analysis.early_steps} steps at each lr all ranks ran.",
-            ("figure", "lr_vs_rank.png"), lr_rank.round(5), early.round(4),
+            ("figure", "lr_vs_rank.png"), _round(lr_rank), _round(early),
         ]),
         ("Update structure (FullFT)", [
             "delta = after - before for every weight, FullFT at its best lr. Shares changed: exactly, beyond "
@@ -248,7 +248,7 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
             ("figure", "updates.png"), updates["shares"].round(4), updates["overlap"].round(4),
             _matrix_summary(updates["matrices"]),
         ]),
-        *([("Which layers", [*layer_findings(layer_table), layer_table.round(4)])] if len(layer_table) else []),
+        *([("Which layers", [*layer_findings(layer_table), _round(layer_table)])] if len(layer_table) else []),
         ("SFT loss curves", [("figure", "sft_curves.png")]),
         ("Information vs capacity", [
             f"SFT dataset: {sft_bits:,.0f} bits. Capacity line: {cfg.analysis.bits_per_param:g} bits per trainable "
@@ -271,8 +271,10 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
 
 
 def _round(table: pd.DataFrame) -> pd.DataFrame:
-    """Numbers to three decimals: what intervals over a handful of seeds support."""
-    return table.round(3)
+    """Scores and gaps to three decimals (what intervals over a handful of seeds support);
+    learning rates as written in the config."""
+    rates = [c for c in table.columns if c == "lr" or c.endswith("_lr")]
+    return table.round(3).assign(**{c: table[c].map(lambda v: f"{v:g}") for c in rates})
 
 
 def _read(path: Path) -> pd.DataFrame:
