@@ -51,10 +51,11 @@ def _colors(methods):
     return colors
 
 
-def _save(fig, path: Path) -> None:
+def _save(fig, path: Path, top: float = 1.0) -> None:
+    """Lay out (leaving the top `1 - top` of the figure free, e.g. for a legend) and write."""
     import matplotlib.pyplot as plt
 
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, top))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -321,5 +322,5 @@ def plot_forest(verdicts: pd.DataFrame, path: Path) -> None:
     handles = [Line2D([], [], marker="o", ls="", color=c, label=k) for k, c in VERDICT_COLORS.items()
                if len(v) and k in set(v.verdict)]
     if handles:
-        axes[0][-1].legend(handles=handles, fontsize=7, loc="best")
-    _save(fig, path)
+        fig.legend(handles=handles, fontsize=8, loc="upper center", ncol=len(handles), frameon=False)
+    _save(fig, path, top=1 - 0.35 / fig.get_figheight())
