@@ -10,9 +10,11 @@ from rankone.paths import Layout
 from rankone.stages import config_digest, source_digest
 
 # The Snakefile's configfile, then each --configfile, then --config values, layered by
-# rankone's rule (rankone.config.layer: a task that changes its name drops the old params).
+# rankone.config.layer, under which a task that changes its name drops the old params.
 CLI_CONFIGFILES = [Path(f).absolute() for f in workflow.config_settings.configfiles]
-CONFIGFILES = [f for f in workflow.configfiles if Path(f).absolute() not in CLI_CONFIGFILES]
+CONFIGFILES = [
+    f for f in workflow.configfiles if Path(f).absolute() not in CLI_CONFIGFILES
+]
 STUDY = validate_study(
     layered_files(CONFIGFILES + CLI_CONFIGFILES, workflow.config_settings.config)
 )
@@ -49,7 +51,7 @@ def code(stage):
 
 
 def digest(stage):
-    """The rule param: digest of the config sections `stage` reads, per job (regime, capacity size)."""
+    """A param for a stage's rules: digest of the config sections `stage` reads, per job (regime, capacity size)."""
 
     def job_digest(wildcards):
         regime = wildcards.get("regime")
