@@ -146,9 +146,11 @@ def test_a_layered_config_switches_the_rl_task(smoke, tmp_path):
 
 
 def test_provenance_names_the_stage_its_config_and_code(smoke):
+    from rankone.config import layered_files, validate
     from rankone.stages import config_digest, source_digest
 
-    cfg = load(smoke / "config/smoke.yaml")
+    # the study as the workflow resolved it: the Snakefile's configfile, then --configfile
+    cfg = validate(layered_files([smoke / "config/default.yaml", smoke / "config/smoke.yaml"]))
     run = cfg.runs()[0]
     prov = read_json(smoke / Layout(cfg).train(run) / "run.json")["provenance"]
     assert prov["stage"] == "train" and prov["config_digest"] == config_digest(cfg, "train", run.regime)
