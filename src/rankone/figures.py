@@ -51,6 +51,15 @@ def _colors(methods):
     return colors
 
 
+def _label(ax, title: str, xlabel: str, ylabel: str) -> None:
+    """Title, axis labels, a light grid and the legend: how every panel here ends."""
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
 def _save(fig, path: Path, top: float = 1.0) -> None:
     """Lay out (leaving the top `1 - top` of the figure free, e.g. for a legend) and write."""
     import matplotlib.pyplot as plt
@@ -78,11 +87,7 @@ def plot_curves(curves: pd.DataFrame, best: pd.DataFrame, regime: str, ylabel: s
             lr = d.lr.iloc[0]
             ax.plot(mean.index, mean.values, color=colors[method], label=f"{method} (lr {lr:g})")
             ax.fill_between(mean.index, low.values, high.values, color=colors[method], alpha=0.12)
-        ax.set_title(model)
-        ax.set_xlabel("step")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        _label(ax, model, "step", ylabel)
     _save(fig, path)
 
 
@@ -104,11 +109,7 @@ def plot_lr_sweep(runs: pd.DataFrame, path: Path) -> None:
             if len(bad):
                 ax.scatter(bad.lr, [ax.get_ylim()[0]] * len(bad), marker="x", color=colors[method])
         ax.set_xscale("log")
-        ax.set_title(f"{regime.upper()} · {model}")
-        ax.set_xlabel("learning rate")
-        ax.set_ylabel(labels[regime])
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        _label(ax, f"{regime.upper()} · {model}", "learning rate", labels[regime])
     _save(fig, path)
 
 
@@ -227,11 +228,7 @@ def plot_capacity_falloff(table: pd.DataFrame, path: Path) -> None:
         sizes = sorted(d.n_facts.unique())
         ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
         ax.set_ylim(min(0.0, d.share_stored.min()) - 0.02, 1.05)  # 1 = the whole table stored
-        ax.set_xlabel("facts in the table")
-        ax.set_ylabel("share of the table's bits stored")
-        ax.set_title(model)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        _label(ax, model, "facts in the table", "share of the table's bits stored")
     _save(fig, path)
 
 
