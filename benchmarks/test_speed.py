@@ -1,10 +1,14 @@
 """Speed, not correctness: `make benchmark` (pytest-benchmark). Ratios, measured in one run.
 
 Times rollout sampling (tokens/s) and one SFT optimizer step per method on the tiny
-presets, built from config/default.yaml's architecture.
+presets, built from config/default.yaml's architecture, and a train job of the smoke
+study's five seeds run as one process per cell against one process per seed.
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -15,7 +19,7 @@ from rankone.models import PRESETS, build_tokenizer
 from rankone.models.load import make_policy
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
 from rankone.rollouts import make_engine
-from tests.conftest import ROOT
+from tests.conftest import ROOT, smoke_dict, study  # noqa: F401 - the smoke study fixture
 
 DEFAULT = validate(yaml.safe_load((ROOT / "config/default.yaml").read_text()))
 
@@ -70,3 +74,26 @@ def test_sft_step(benchmark, method):
         optimizer.step()
 
     benchmark(step)
+
+
+SEEDS = [0, 1, 2, 3, 4]
+CELL = "rl/qwen3-tiny/lora-r1/lr0.01"
+
+
+@pytest.mark.parametrize("jobs", ["process per seed", "process per cell"])
+def test_train_job_processes(benchmark, study, tmp_path, jobs):
+    """What one process per (regime, model, method, lr) saves: imports and set-up paid once
+    instead of once per seed. Compare the two means of this run."""
+    cfg, _ = study
+    config = tmp_path / "cell.yaml"
+    config.write_text(yaml.safe_dump(smoke_dict(results_dir=cfg.results_dir, experiment=cfg.experiment,
+                                                seeds=SEEDS, rl={"steps": 40})))
+    runs = [CELL] if jobs == "process per cell" else [f"{CELL}/seed{s}" for s in SEEDS]
+
+    def train():
+        for run in runs:
+            subprocess.run([sys.executable, "-m", "rankone", "train", "--config", str(config), "--run", run],
+                           check=True, capture_output=True)
+
+    benchmark.pedantic(train, rounds=2, warmup_rounds=0)
+    benchmark.extra_info["processes"] = len(runs)
