@@ -185,6 +185,17 @@ def margin_of(cfg: StudyConfig, regime: str, metric: str) -> float:
     return cfg.analysis.parity_threshold[regime] if metric == "score" else cfg.analysis.greedy_margin
 
 
+def compare(mine: pd.Series, base: pd.Series, margin: float, confidence: float) -> dict:
+    """`mine` against `base` (values indexed by seed), paired by seed: the mean gap, its interval,
+    and the equivalence verdict against `margin` with its reason and the seeds that would decide."""
+    seeds = sorted(set(mine.index) & set(base.index))
+    gaps = [float(mine[s] - base[s]) for s in seeds]
+    mean, low, high = interval(gaps, confidence) if gaps else (math.nan,) * 3
+    return {"gap": mean, "ci_low": low, "ci_high": high, "half_width": (high - low) / 2, "seeds": len(seeds),
+            "margin": margin, "verdict": verdict(mean, low, high, margin), "reason": reason(mean, low, high, margin),
+            "seeds_to_decide": seeds_to_decide(gaps, margin, confidence)}
+
+
 def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
     """Each method against FullFT, each at its own best lr, paired by seed, per metric."""
     out = []
@@ -198,22 +209,15 @@ def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.Dat
             if method == "fullft":
                 continue
             mine = g.set_index("seed")
-            seeds = sorted(set(mine.index) & set(fullft.index))
             for metric, column in METRICS.items():
                 if column not in mine:
                     continue
-                gaps = [float(mine[column][s] - fullft[column][s]) for s in seeds]
-                mean, low, high = interval(gaps, cfg.analysis.confidence) if gaps else (math.nan,) * 3
-                margin = margin_of(cfg, regime, metric)
                 out.append({
                     "regime": regime, "model": model, "method": method, "rank": int(g["rank"].iloc[0]),
                     "metric": metric, "lr": float(g["lr"].iloc[0]), "lr_edge": edges[(regime, model, method)],
                     "fullft_lr": float(fullft["lr"].iloc[0]), "fullft_lr_edge": edges[(regime, model, "fullft")],
                     "test_value": float(mine[column].mean()), "fullft_test_value": float(fullft[column].mean()),
-                    "gap": mean, "ci_low": low, "ci_high": high, "half_width": (high - low) / 2,
-                    "seeds": len(seeds), "margin": margin,
-                    "verdict": verdict(mean, low, high, margin), "reason": reason(mean, low, high, margin),
-                    "seeds_to_decide": seeds_to_decide(gaps, margin, cfg.analysis.confidence),
+                    **compare(mine[column], fullft[column], margin_of(cfg, regime, metric), cfg.analysis.confidence),
                 })
     return pd.DataFrame(out)
 
@@ -280,16 +284,13 @@ def layers(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataF
                 continue
             base = group[group.method == method.rsplit("-", 1)[0]].set_index("seed")["test_score"]
             mine = g.set_index("seed")["test_score"]
-            seeds = sorted(set(mine.index) & set(base.index))
-            if not seeds:
+            if not set(mine.index) & set(base.index):
                 continue
-            mean, low, high = interval([float(mine[s] - base[s]) for s in seeds], cfg.analysis.confidence)
-            margin = cfg.analysis.parity_threshold[regime]
+            result = compare(mine, base, cfg.analysis.parity_threshold[regime], cfg.analysis.confidence)
             rows.append({"regime": regime, "model": model, "rank": int(g["rank"].iloc[0]), "scope": scope,
                          "method": method, "lr": float(g["lr"].iloc[0]), "test_score": float(mine.mean()),
-                         "all_linear_test_score": float(base.mean()), "gap_to_all_linear": mean,
-                         "ci_low": low, "ci_high": high, "seeds": len(seeds),
-                         "verdict": verdict(mean, low, high, margin), "reason": reason(mean, low, high, margin)})
+                         "all_linear_test_score": float(base.mean()), "gap_to_all_linear": result.pop("gap"),
+                         **result})
     return pd.DataFrame(rows)
 
 

@@ -104,10 +104,9 @@ def verdict_phrase(r) -> str:
 
 def edge_note(g: pd.DataFrame) -> str:
     """Which best learning rates sit on the edge of their grid (the optimum may lie outside)."""
-    first = g.iloc[0]
-    edges = ([f"FullFT ({first.fullft_lr_edge})"] if isinstance(first.fullft_lr_edge, str) and first.fullft_lr_edge
-             else []) + [f"rank {r.rank} ({r.lr_edge})" for r in g.itertuples()
-                         if isinstance(r.lr_edge, str) and r.lr_edge]
+    full_edge = g.fullft_lr_edge.iloc[0]  # "" inside the grid (run() fills the CSV's empty cells)
+    edges = [f"FullFT ({full_edge})"] * bool(full_edge) + [f"rank {r.rank} ({r.lr_edge})" for r in g.itertuples()
+                                                            if r.lr_edge]
     return (" Best lr on the edge of its grid, which qualifies these verdicts: " + ", ".join(edges) + ".") if edges \
         else ""
 
