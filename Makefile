@@ -12,7 +12,7 @@ env: $(VENV)/.installed
 
 $(VENV)/.installed: envs/cpu.lock.txt pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --no-deps $(PIP_ARGS) -r envs/cpu.lock.txt
+	$(VENV)/bin/pip install --quiet --no-deps --no-compile $(PIP_ARGS) -r envs/cpu.lock.txt
 	$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
