@@ -1,12 +1,12 @@
 # make study : set up .venv from the lock (if missing) and run the default study
 # make test  : set up .venv (if missing) and run the test suite
-# make layers / make capacity : the two experiments layered over the default study
+# make layers / make capacity / make truncation : experiments layered over the default study
 VENV := .venv
 PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: study smoke layers capacity test benchmark lint env
+.PHONY: study smoke layers capacity truncation test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -30,6 +30,9 @@ layers: env
 
 capacity: env
 	snakemake --cores all --configfile config/experiments/capacity.yaml
+
+truncation: env
+	snakemake --cores all --configfile config/experiments/truncation.yaml
 
 test: env
 	pytest

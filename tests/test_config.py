@@ -140,4 +140,12 @@ def test_local_model_path_is_accepted_when_it_exists(study):
 
 
 def test_scope_changes_the_width_limit():
-    assert validate(smoke_dict(methods=["lora-r48-mlp"])).scope("lora-r48-mlp") == "mlp"  # MLP is 64 wide
+    cfg = validate(smoke_dict(methods=["lora-r48-mlp"], truncation=None))
+    assert cfg.scope("lora-r48-mlp") == "mlp"  # MLP is 64 wide
+
+
+def test_truncation_needs_fullft_rl_runs():
+    with pytest.raises(ConfigError, match="truncation: needs FullFT RL runs"):
+        validate(smoke_dict(methods=["lora-r1"]))
+    with pytest.raises(ConfigError, match="ranks must be positive, distinct and increasing"):
+        validate(smoke_dict(truncation={"ranks": [4, 2]}))

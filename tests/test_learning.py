@@ -71,3 +71,15 @@ def test_sft_steps_lower_the_nll_of_the_trained_answers(study, tmp_path, path):
     before, tokens = answer_nll_nats(base, tokenizer, rows)
     after, _ = answer_nll_nats(trained, tokenizer, rows)
     assert after < before - 0.05 * tokens  # at least 0.05 nats per answer token better
+
+
+def test_format_collapse_is_flagged_once_the_windowed_share_passes_the_level():
+    from rankone.tasks.arithmetic import Arithmetic
+    from rankone.train.rl import format_collapse, unparseable_share
+
+    assert unparseable_share(Arithmetic, ["12", " 7 ", "1+2", ""]) == 0.5
+    healthy = format_collapse([0.1, 0.6, 0.1, 0.1], level=0.5, window=2)
+    assert not healthy["flagged"] and healthy["step"] is None and healthy["max_share"] == 0.6
+    collapsed = format_collapse([0.1, 0.2, 0.6, 0.9, 1.0], level=0.5, window=2)
+    assert collapsed["flagged"] and collapsed["step"] == 3  # mean(0.6, 0.9) > 0.5; mean(0.2, 0.6) is not
+    assert not format_collapse([0.9], level=0.5, window=2)["flagged"]  # fewer steps than the window

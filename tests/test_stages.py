@@ -15,7 +15,7 @@ from rankone.train.common import Run
 from tests.conftest import ROOT
 
 DEFAULT = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
-AFTER_TRAIN = {"train", "evaluate", "analysis", "updates", "capacity", "report"}
+AFTER_TRAIN = {"train", "evaluate", "analysis", "updates", "capacity", "truncation", "report"}
 AFTER_MODELS = {"models", "rollouts", *AFTER_TRAIN}
 EVERYTHING = {"data", *AFTER_MODELS}
 
@@ -35,9 +35,9 @@ CHANGES = [  # (dotted field, new value, the stages that must rerun)
     ("rl.max_logprob_gap", 0.01, AFTER_TRAIN),
     ("sft.batch_size", 32, AFTER_TRAIN),
     ("lora.alpha", 16, AFTER_TRAIN),
-    ("evaluate.n_prompts", 64, {"evaluate", "analysis", "updates", "capacity", "report"}),
-    ("analysis.confidence", 0.9, {"analysis", "updates", "capacity", "report"}),
-    ("analysis.greedy_margin", 0.1, {"analysis", "updates", "capacity", "report"}),
+    ("evaluate.n_prompts", 64, {"evaluate", "analysis", "updates", "capacity", "truncation", "report"}),
+    ("analysis.confidence", 0.9, {"analysis", "updates", "capacity", "truncation", "report"}),
+    ("analysis.greedy_margin", 0.1, {"analysis", "updates", "capacity", "truncation", "report"}),
 ]
 
 
@@ -72,6 +72,15 @@ def test_capacity_fields_rerun_the_capacity_stage_and_the_report_only():
     before = validate(layered)
     after = validate(changed(layered, "capacity.probes", 32))
     assert rerun(before, after) == {"capacity", "report"}
+
+
+def test_truncation_fields_rerun_the_truncation_stage_and_the_report_only():
+    layered = layer(DEFAULT, yaml.safe_load((ROOT / "config/experiments/truncation.yaml").read_text()))
+    assert layered["experiment"] == DEFAULT["experiment"]  # on the default study's runs
+    before = validate(DEFAULT)
+    assert rerun(before, validate(layered)) == {"truncation", "report"}
+    assert rerun(validate(layered), validate(changed(layered, "truncation", {"ranks": [1, 4]}))) == {
+        "truncation", "report"}
 
 
 def test_checkpoint_identity_covers_everything_training_depends_on(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -96,6 +97,29 @@ def test_smoke_capacity_experiment_sits_beside_the_rl_runs(smoke):
     assert "## Capacity" in (smoke / at.report / "report.md").read_text()
 
 
+def test_smoke_truncation_reproduces_the_evaluation_at_full_rank(smoke):
+    cfg = load(smoke / "config/smoke.yaml")
+    at = Layout(cfg)
+    df = pd.read_csv(smoke / at.analysis / "truncation.csv")
+    fullft_rl = [r for r in cfg.runs() if r.regime == "rl" and r.method == "fullft"]
+    assert len(df.groupby(["model", "lr", "seed"])) == len(fullft_rl)
+    assert sorted(df.k.unique()) == [1, 2, 4, 8, 16, 32, 64]  # hidden size 64: full rank 64
+    full = df[df.full]
+    assert (full.kept_mean_reward.dropna() == 1.0).all()
+    # full rank is the trained model itself, scored as the evaluate stage scored it
+    for model in cfg.models:
+        evaluated = {r["run"]: r["test"]["mean_reward"] for r in
+                     map(json.loads, (smoke / at.evaluation("rl", model, "fullft")).read_text().splitlines())}
+        for r in full[full.model == model].itertuples():
+            run = next(x for x in fullft_rl if (x.model, x.lr, x.seed) == (model, r.lr, r.seed))
+            assert r.mean_reward == evaluated[run.path]
+    moved = df[df.groupby(["model", "lr", "seed"]).energy_kept.transform("count") == df.k.nunique()]
+    assert (moved.energy_kept <= 1.0 + 1e-9).all()  # NaN only for a run whose update is zero (no signal)
+    assert moved.groupby(["model", "lr", "seed"]).energy_kept.is_monotonic_increasing.all()
+    assert (smoke / at.report / "truncation.png").stat().st_size > 0
+    assert "## How much rank RL uses" in (smoke / at.report / "report.md").read_text()
+
+
 def test_second_run_does_nothing(smoke):
     out = snakemake(smoke, "-n")
     assert out.returncode == 0, out.stderr
@@ -120,11 +144,12 @@ def dry_run_with(smoke: Path, edit) -> tuple[dict, dict]:
 def test_changing_one_learning_rate_reruns_only_its_jobs(smoke):
     cfg, counts = dry_run_with(smoke, lambda c: c["learning_rates"]["rl"].update(fullft=[0.002]))
     # the new lr's cell trains (one job per model, all seeds); the FullFT-RL evaluation of
-    # each model, the FullFT update analysis, the analysis, the capacity chart (it shows the
-    # RL runs) and the report follow; nothing else (no data, models, rollouts, capacity runs).
+    # each model, the FullFT update analysis and truncation, the analysis, the capacity chart
+    # (it shows the RL runs) and the report follow; nothing else (no data, models, rollouts,
+    # capacity runs).
     assert counts == {
-        "train": len(cfg["models"]), "evaluate": len(cfg["models"]), "updates": 1, "analysis": 1, "capacity": 1,
-        "report": 1, "all": 1}
+        "train": len(cfg["models"]), "evaluate": len(cfg["models"]), "updates": 1, "truncation": 1, "analysis": 1,
+        "capacity": 1, "report": 1, "all": 1}
 
 
 def test_changing_the_sft_task_rebuilds_the_base_models(smoke):

@@ -38,6 +38,7 @@ CURVE = {"rl": "reward", "sft": "loss"}
 # RL's per-step information: entropy of the batch's rewards, mean entropy of a group's
 # rewards (what its advantages carry), and the cumulative bound so far.
 STEP_BITS = ("reward_entropy_bits", "advantage_entropy_bits", "info_bound_bits")
+STEP_EXTRA = (*STEP_BITS, "unparseable_share")  # per-step columns of curves.csv beside the curve value
 
 
 class IncompleteRunError(RuntimeError):
@@ -70,13 +71,14 @@ def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame]:
             value = evaluated.get(split, {}).get(metric)
             row[f"{split}_score"] = sign * value if value is not None else math.nan
         row["info_bound_bits"] = trained.get("info_bound_bits")
+        row["format_collapse"] = trained.get("format_collapse", {}).get("flagged")
         row["bits_absorbed"] = evaluated.get("bits_absorbed")
         row["train_nll_bits_final"] = evaluated.get("train_nll_bits_final")
         steps = read_jsonl(at.train(run) / "metrics.jsonl")
         for s in steps:
             curves.append({"regime": run.regime, "model": run.model, "method": run.method, "lr": run.lr,
                            "seed": run.seed, "step": s["step"], "value": s.get(CURVE[run.regime]),
-                           **{k: s.get(k) for k in STEP_BITS}})
+                           **{k: s.get(k) for k in STEP_EXTRA}})
         tail = steps[-max(1, len(steps) // 10):]
         row["train_final"] = sum(s.get(CURVE[run.regime], math.nan) for s in tail) / len(tail) if tail else math.nan
         rows.append(row)

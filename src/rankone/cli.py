@@ -98,6 +98,14 @@ def cmd_updates(cfg: StudyConfig, args) -> None:
     updates.run(cfg, Layout(cfg))
 
 
+def cmd_truncation(cfg: StudyConfig, args) -> None:
+    from rankone import truncation
+
+    if cfg.truncation is None:
+        raise ConfigError("the study has no truncation section (see config/experiments/truncation.yaml)")
+    truncation.run(cfg, Layout(cfg))
+
+
 def cmd_report(cfg: StudyConfig, args) -> None:
     from rankone import report
 
@@ -145,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     stage("analysis", cmd_analysis, "tables, best learning rates, verdicts")
     stage("capacity", cmd_capacity, "capacity experiment: bits stored per table size and rank, fall-off rank")
     stage("updates", cmd_updates, "structure of FullFT weight updates (share changed, rank, overlap)")
+    stage("truncation", cmd_truncation, "FullFT RL updates cut to rank k and re-evaluated (share of the gain kept)")
     stage("report", cmd_report, "figures, report.md and index.html")
     stage("runs", cmd_runs, "list the study's training runs")
     stage("check", cmd_check, "validate a config and exit")

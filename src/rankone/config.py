@@ -129,6 +129,12 @@ class RLConfig(Strict):
     )
     log_every: int = Field(10, gt=0, description="Log a progress line every this many steps.")
     checkpoint_every: int = Field(25, gt=0, description="Save a resumable checkpoint every this many steps.")
+    format_collapse_share: float = Field(
+        0.5, gt=0, le=1,
+        description="Flag a run (run.json format_collapse) once the share of completions the answer checker cannot "
+        "parse, averaged over the last format_collapse_window steps, rises above this.",
+    )
+    format_collapse_window: int = Field(10, gt=0, description="Steps averaged for the format-collapse flag.")
 
 
 class SFTConfig(Strict):
@@ -226,6 +232,21 @@ class CapacityConfig(Grid):
         return sizes
 
 
+class TruncationConfig(Strict):
+    ranks: list[int] | None = Field(
+        None,
+        description="Ranks k to which each FullFT RL weight update is cut before re-evaluation; default 1, 2, 4, ... "
+        "up to the largest full rank. Full rank (the trained model itself) is always scored.",
+    )
+
+    @field_validator("ranks")
+    @classmethod
+    def _ranks(cls, ranks: list[int] | None) -> list[int] | None:
+        if ranks is not None and (any(k <= 0 for k in ranks) or sorted(set(ranks)) != ranks):
+            raise ValueError(f"ranks must be positive, distinct and increasing, got {ranks}")
+        return ranks
+
+
 class StudyConfig(Grid):
     experiment: str = Field(pattern=r"^[A-Za-z0-9_-]+$", description="Name; outputs go under results/<experiment>/.")
     results_dir: str = Field("results", description="Root folder of stage outputs.")
@@ -254,6 +275,9 @@ class StudyConfig(Grid):
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
     capacity: CapacityConfig | None = Field(
         None, description="Optional capacity experiment: SFT on facts tables of several sizes (tasks.sft must be facts)."
+    )
+    truncation: TruncationConfig | None = Field(
+        None, description="Optional truncation experiment: FullFT RL updates cut to rank k and re-evaluated."
     )
 
     @field_validator("models")
@@ -321,6 +345,8 @@ class StudyConfig(Grid):
                 raise ValueError(f"method {m!r}: rank {r} is larger than the narrowest adapted layer (width {width})")
         if self.capacity:
             self._check_capacity()
+        if self.truncation and ("rl" not in self.regimes or "fullft" not in self.methods):
+            raise ValueError("truncation: needs FullFT RL runs (regimes must include rl, methods fullft)")
         return self
 
     def _check_capacity(self) -> None:
@@ -348,7 +374,8 @@ class StudyConfig(Grid):
             raise ConfigError(f"table size {n_facts} is not in capacity.n_facts {self.capacity.n_facts}")
         data = self.model_dump(mode="json")
         data["tasks"]["sft"]["params"].update(self._capacity_params(n_facts))
-        data.update(regimes=["sft"], methods=self.capacity.methods, seeds=self.capacity.seeds, capacity=None)
+        data.update(regimes=["sft"], methods=self.capacity.methods, seeds=self.capacity.seeds, capacity=None,
+                    truncation=None)
         return validate(data, source=f"capacity study n_facts={n_facts}")
 
     def scope(self, method: str) -> str:

@@ -28,6 +28,9 @@ FIGURES = {
                     "open: falls off) and RL information bounds, against trainable parameters; dashed: capacity line.",
     "capacity_falloff.png": "Share of the facts table stored against table size, per method at its best lr; "
                             "open markers: LoRA falls off FullFT (worse under the equivalence rule).",
+    "truncation.png": "Share of FullFT's RL gain over the base kept when every weight update is cut to its top k "
+                      "singular directions (test; FullFT at its best lr, mean over seeds with its t interval); "
+                      "dashed: share of the updates' squared norm in those k directions.",
 }
 
 
@@ -229,6 +232,29 @@ def plot_capacity_falloff(table: pd.DataFrame, path: Path) -> None:
         ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
         ax.set_ylim(min(0.0, d.share_stored.min()) - 0.02, 1.05)  # 1 = the whole table stored
         _label(ax, model, "facts in the table", "share of the table's bits stored")
+    _save(fig, path)
+
+
+def plot_truncation(summary: pd.DataFrame, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    models = sorted(summary.model.unique())
+    cmap = plt.get_cmap("tab10")
+    for i, model in enumerate(models):
+        for metric, style in (("mean_reward", "o-"), ("greedy_accuracy", "s:")):
+            d = summary[(summary.model == model) & (summary.metric == metric)].sort_values("k")
+            ax.plot(d.k, d.kept, style, color=cmap(i), label=f"{model} · {metric.replace('_', ' ')}")
+            ax.fill_between(d.k, d.low, d.high, color=cmap(i), alpha=0.12)
+        e = summary[(summary.model == model) & (summary.metric == "mean_reward")].sort_values("k")
+        ax.plot(e.k, e.energy_kept, "--", color=cmap(i), alpha=0.6, label=f"{model} · update norm kept")
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.axhline(0.0, color="gray", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ks = sorted(summary.k.unique())
+    ax.set_xticks(ks, [str(k) for k in ks])
+    _label(ax, "How much rank the FullFT RL update uses", "rank k kept per weight matrix",
+           "share of FullFT's gain over base")
     _save(fig, path)
 
 

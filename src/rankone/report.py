@@ -15,7 +15,8 @@ import pandas as pd
 
 from rankone.config import StudyConfig
 from rankone.figures import (FIGURES, SCORE_LABELS, method_order, plot_capacity, plot_capacity_falloff, plot_curves,
-                             plot_forest, plot_information, plot_lr_sweep, plot_lr_vs_rank, plot_rl_bits, plot_updates)
+                             plot_forest, plot_information, plot_lr_sweep, plot_lr_vs_rank, plot_rl_bits, plot_truncation,
+                             plot_updates)
 from rankone.io import atomic_path, git_state, package_versions, read_json
 from rankone.paths import Layout
 
@@ -60,6 +61,52 @@ def capacity_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, li
         + ", ".join(f"{m}: {v:.3f}" for m, v in per_param.items())
         + f" (reference {cfg.analysis.bits_per_param:g}).",
         ("figure", "capacity.png"), ("figure", "capacity_falloff.png"), falloff.round(1), _round(table[show]),
+    ])]
+
+
+def format_collapse_note(cfg: StudyConfig, runs: pd.DataFrame) -> list:
+    """How many RL runs' completions stopped parsing (rl.format_collapse_share), and which."""
+    if "format_collapse" not in runs or not (runs.regime == "rl").any():
+        return []
+    flagged = runs[(runs.regime == "rl") & (runs.format_collapse == True)]  # noqa: E712 (NaN for SFT rows)
+    rl = cfg.rl
+    text = (f"Format collapse: {len(flagged)} of {int((runs.regime == 'rl').sum())} RL runs had more than "
+            f"{rl.format_collapse_share:.0%} of their completions unparseable by the answer checker, averaged over "
+            f"{rl.format_collapse_window} steps (the per-step share is in curves.csv).")
+    return [text, *([flagged[["model", "method", "lr", "seed", "test_score"]]] if len(flagged) else [])]
+
+
+def truncation_findings(summary: pd.DataFrame) -> list[str]:
+    """One generated sentence per model: what share of FullFT's RL gain rank 1 keeps, and the smallest k
+    whose interval reaches 90%."""
+    out = []
+    for model, g in summary[summary.metric == "mean_reward"].groupby("model"):
+        g = g.sort_values("k")
+        first = g.iloc[0]
+        enough = g[g.low >= 0.9]
+        reach = f"the smallest k whose interval lies at or above 90% is {int(enough.k.iloc[0])}" if len(enough) \
+            else "no k below full rank has its interval at or above 90%"
+        out.append(f"**{model}** (FullFT's gain over the base: {first.gain:+.3f} reward, {int(first.seeds)} seeds): "
+                   f"keeping the top {int(first.k)} direction(s) of every weight update keeps {first.kept:.0%} "
+                   f"[{first.low:.0%}, {first.high:.0%}] of the gain and {first.energy_kept:.0%} of the update's "
+                   f"squared norm; {reach}.")
+    return out
+
+
+def truncation_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, list]]:
+    """The truncation experiment's section and figure (none without a truncation section)."""
+    if cfg.truncation is None:
+        return []
+    table, summary = pd.read_csv(a / "truncation.csv"), pd.read_csv(a / "truncation_summary.csv")
+    plot_truncation(summary, out / "truncation.png")
+    per_lr = table[~table.full].groupby(["model", "lr", "k"], as_index=False)[
+        ["kept_mean_reward", "kept_greedy_accuracy", "energy_kept"]].mean()
+    return [("How much rank RL uses", [
+        "Every FullFT RL run's weight update (delta = trained - base, each 2-D tensor) cut to its top k singular "
+        "directions and scored again on test with the evaluate stage's scorer (same prompts, sampling seed and "
+        "answer checker); full rank is the trained model itself. Kept = (score_k - base) / (score_full - base), "
+        "paired by seed. At 1-8B scale the top direction is reported to keep over 99% (arXiv 2510.00553).",
+        *truncation_findings(summary), ("figure", "truncation.png"), _round(summary), _round(per_lr),
     ])]
 
 
@@ -255,6 +302,7 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
             sft_arm_note(info), ("figure", "information.png"), ("figure", "rl_bits.png"), info.round(1),
         ]),
         *capacity_section(cfg, at.analysis, at.report),
+        *truncation_section(cfg, at.analysis, at.report),
         ("Base policy", [
             "Pass@1 of each base model on RL train prompts it never saw (the warm-start reads only the task's "
             "warm-up split). The protocol asks for 5-60%: below, RL sees almost no reward variance; above, little "
@@ -264,7 +312,7 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
                 for r in rollouts if r["base pass@1 (pretrain check)"] is not None) + ".",
             pd.DataFrame(rollouts).round(3)]),
         ("Runs", [f"{len(runs)} runs, {len(diverged)} not completed.",
-                  *( [diverged] if len(diverged) else [] )]),
+                  *( [diverged] if len(diverged) else [] ), *format_collapse_note(cfg, runs)]),
         ("Provenance", [prov]),
     ]
 

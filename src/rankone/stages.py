@@ -42,10 +42,13 @@ STAGES: dict[str, Stage] = {
                       ("threads", "evaluate", "rollout.max_new_tokens", "tasks.{regime}"), ("data", "models", "train")),
     "analysis": Stage(("analysis.py", "info.py"), ("analysis",), ("train", "evaluate")),
     "updates": Stage(("updates.py",), (), ("analysis", "models", "train")),
+    "truncation": Stage(("truncation.py", "updates.py", "evaluate.py", "analysis.py", "models", "data.py", "info.py"),
+                        ("threads", "evaluate", "rollout.max_new_tokens", "tasks.rl", "analysis", "truncation"),
+                        ("data", "models", "train", "analysis")),
     "capacity": Stage(("capacity.py", "analysis.py", "info.py"), ("analysis", "capacity"),
                       ("analysis", "train", "evaluate")),
-    "report": Stage(("report.py", "figures.py"), ("analysis", "capacity"),
-                    ("analysis", "updates", "capacity", "rollouts", "models")),
+    "report": Stage(("report.py", "figures.py"), ("analysis", "capacity", "truncation"),
+                    ("analysis", "updates", "capacity", "truncation", "rollouts", "models")),
 }
 
 

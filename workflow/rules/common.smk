@@ -130,11 +130,11 @@ def evaluation_files(study=STUDY, root=RESULTS):
     return [f"{root}/evaluate/{g}/{m}/{x}/metrics.jsonl" for g, m, x in groups]
 
 
-def fullft_weights():
+def fullft_weights(regime=None):
     return [
         f"{RESULTS}/train/{run.path}/weights"
         for run in STUDY.runs()
-        if run.method == "fullft"
+        if run.method == "fullft" and regime in (None, run.regime)
     ]
 
 
@@ -157,17 +157,23 @@ def capacity_tables():
     return [f"{RESULTS}/analysis/{n}.csv" for n in names] if STUDY.capacity else []
 
 
-def capacity_figures():
-    """The capacity figures, as report() outputs (none without a capacity section)."""
-    if not STUDY.capacity:
+def truncation_tables():
+    """The truncation stage's outputs the report reads (none without a truncation section)."""
+    names = ("truncation.csv", "truncation_summary.csv", "truncation.json")
+    return [f"{RESULTS}/analysis/{n}" for n in names] if STUDY.truncation else []
+
+
+def optional_figures(section, category, names):
+    """An optional experiment's figures as report() outputs (none when the config has no `section`)."""
+    if getattr(STUDY, section) is None:
         return {}
     return {
         name: report(
             f"{REPORT}/{name}.png",
             caption=f"../report/{name}.rst",
-            category="Information",
+            category=category,
         )
-        for name in ("capacity", "capacity_falloff")
+        for name in names
     }
 
 

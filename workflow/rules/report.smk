@@ -3,11 +3,13 @@ rule report:
         rules.analysis.output,
         rules.updates.output,
         capacity_tables(),
+        truncation_tables(),
         rollouts=expand(
             f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.models
         ),
     output:
-        **capacity_figures(),
+        **optional_figures("capacity", "Information", ("capacity", "capacity_falloff")),
+        **optional_figures("truncation", "Update structure", ("truncation",)),
         md=f"{REPORT}/report.md",
         html=f"{REPORT}/index.html",
         forest=report(

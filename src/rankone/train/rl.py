@@ -61,6 +61,19 @@ def sampler_gap(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C) -> tuple[f
     return float(gap_B_C.sum() / mask_B_C.sum().clamp(min=1)), float(gap_B_C.max())
 
 
+def unparseable_share(task, texts: list[str]) -> float:
+    """Share of completions from which the task's answer checker cannot parse an answer."""
+    return sum(task.parse_answer(t) is None for t in texts) / len(texts)
+
+
+def format_collapse(shares: list[float], level: float, window: int) -> dict:
+    """Whether, and from which step, the mean unparseable share over `window` steps passed `level`."""
+    first = next((i for i in range(window - 1, len(shares)) if sum(shares[i - window + 1 : i + 1]) / window > level),
+                 None)
+    return {"flagged": first is not None, "step": first, "level": level, "window": window,
+            "max_share": max(shares, default=0.0)}
+
+
 def check_fresh(gap_mean: float, threshold: float, where: str) -> None:
     """Raise when the sampler is not the learner (see the module docstring)."""
     if gap_mean > threshold:
@@ -128,6 +141,7 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             "grad_norm": grad_norm,
             "loss": float(loss.detach()),
             "tokens": int(mask_B_C.sum()),
+            "unparseable_share": unparseable_share(task, samples.texts),
         })
         ctx.timings.append({"step": step, "sample_seconds": t_sample, "seconds": time.time() - t0})
         if diverged(float(loss.detach())) or diverged(grad_norm):
@@ -142,4 +156,9 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
                      time.time() - t0)
     engine.close()
     ctx.state["info_bound_bits"] = info_bound_bits
-    return ctx.finish(status, {"engine": r.engine})
+    collapse = format_collapse([m["unparseable_share"] for m in ctx.metrics], rl.format_collapse_share,
+                               rl.format_collapse_window)
+    if collapse["flagged"]:
+        log.warning("%s: format collapse from step %d (unparseable share over %d steps > %.2f)", run.path,
+                    collapse["step"], rl.format_collapse_window, rl.format_collapse_share)
+    return ctx.finish(status, {"engine": r.engine, "format_collapse": collapse})

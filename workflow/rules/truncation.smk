@@ -1,0 +1,26 @@
+# The truncation experiment (config `truncation:`): every FullFT RL run's weight update
+# cut to its top-k singular directions per matrix and scored again on test.
+
+
+rule truncation:
+    input:
+        best=f"{RESULTS}/analysis/best_lr.csv",
+        models=expand(f"{RESULTS}/models/{{model}}", model=STUDY.models),
+        test=f"{RESULTS}/data/rl/test.jsonl",
+        weights=fullft_weights("rl"),
+    output:
+        table=f"{RESULTS}/analysis/truncation.csv",
+        summary=f"{RESULTS}/analysis/truncation_summary.csv",
+        provenance=f"{RESULTS}/analysis/truncation.json",
+    log:
+        f"{RESULTS}/logs/truncation.log",
+    conda:
+        ML_ENV
+    threads: STUDY.threads
+    params:
+        rankone=RANKONE,
+        config=STUDY_CONFIG,
+        code=code("truncation"),
+        digest=digest("truncation"),
+    shell:
+        "{params.rankone} truncation --config {params.config} 2> {log}"
