@@ -120,6 +120,23 @@ def test_smoke_truncation_reproduces_the_evaluation_at_full_rank(smoke):
     assert "## How much rank RL uses" in (smoke / at.report / "report.md").read_text()
 
 
+def test_turning_on_truncation_in_a_finished_study_runs_it_and_the_report_only(smoke):
+    """What `make truncation` after `make study` does: the new stage and the report, nothing else."""
+    at = Layout(load(smoke / "config/smoke.yaml"))
+    made = [smoke / at.analysis / n for n in ("truncation.csv", "truncation_summary.csv", "truncation.json")]
+    made.append(smoke / at.report / "truncation.png")
+    aside = {path: path.with_name(path.name + ".aside") for path in made}
+    for path, moved in aside.items():
+        path.rename(moved)
+    try:
+        out = snakemake(smoke, "-n")
+    finally:
+        for path, moved in aside.items():
+            moved.rename(path)
+    assert out.returncode == 0, out.stderr
+    assert job_counts(out.stdout + out.stderr) == {"truncation": 1, "report": 1, "all": 1}
+
+
 def test_second_run_does_nothing(smoke):
     out = snakemake(smoke, "-n")
     assert out.returncode == 0, out.stderr

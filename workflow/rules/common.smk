@@ -163,7 +163,14 @@ def truncation_tables():
     return [f"{RESULTS}/analysis/{n}" for n in names] if STUDY.truncation else []
 
 
-def optional_figures(section, category, names):
+# The figures of the optional experiments, each under the config section that turns it on.
+OPTIONAL_FIGURES = {
+    "capacity": ("capacity", "capacity_falloff"),
+    "truncation": ("truncation",),
+}
+
+
+def optional_figures(section, category):
     """An optional experiment's figures as report() outputs (none when the config has no `section`)."""
     if getattr(STUDY, section) is None:
         return {}
@@ -173,9 +180,19 @@ def optional_figures(section, category, names):
             caption=f"../report/{name}.rst",
             category=category,
         )
-        for name in names
+        for name in OPTIONAL_FIGURES[section]
     }
 
 
 def report_files():
-    return [f"{REPORT}/{name}" for name in ("report.md", "index.html")]
+    """What `all` asks for: the report pages, and each optional experiment's figures and
+    tables by name (Snakemake reruns a finished report only for outputs someone requests,
+    so adding `truncation:` to a finished study would otherwise do nothing)."""
+    figures = [
+        f"{REPORT}/{name}.png"
+        for section, names in OPTIONAL_FIGURES.items()
+        if getattr(STUDY, section) is not None
+        for name in names
+    ]
+    pages = [f"{REPORT}/{name}" for name in ("report.md", "index.html")]
+    return pages + figures + capacity_tables() + truncation_tables()

@@ -8,8 +8,8 @@ rule report:
             f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.models
         ),
     output:
-        **optional_figures("capacity", "Information", ("capacity", "capacity_falloff")),
-        **optional_figures("truncation", "Update structure", ("truncation",)),
+        **optional_figures("capacity", "Information"),
+        **optional_figures("truncation", "Update structure"),
         md=f"{REPORT}/report.md",
         html=f"{REPORT}/index.html",
         forest=report(
