@@ -1,10 +1,12 @@
+import pytest
 import torch
 
 from rankone.info import entropy_bits
 from rankone.models.load import load_base, make_policy
 from rankone.models.sequences import completion_logprobs
 from rankone.rollouts import make_engine
-from rankone.train.rl import group_advantages, importance_ratio
+from rankone.tasks.arithmetic import Arithmetic
+from rankone.train.rl import group_advantages, importance_ratio, training_rewards
 
 
 def test_advantages_are_group_centred_without_std():
@@ -14,6 +16,29 @@ def test_advantages_are_group_centred_without_std():
     assert torch.allclose(advantages_P_G[3], torch.tensor([0.5, 0.5, -0.5, -0.5]))  # no division by std
     assert torch.allclose(advantages_P_G.sum(-1), torch.zeros(4))
     assert keep_P.tolist() == [True, False, False, True]  # all-equal groups are skipped
+
+
+def test_positive_and_negative_sample_reinforcement_keep_one_sign():
+    rewards_P_G = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.0]])
+    psr, keep_psr = group_advantages(rewards_P_G, "positive")
+    assert torch.allclose(psr[0], torch.tensor([0.75, 0.0, 0.0, 0.0]))
+    assert torch.allclose(psr[2], torch.tensor([0.25, 0.25, 0.25, 0.0]))
+    nsr, keep_nsr = group_advantages(rewards_P_G, "negative")
+    assert torch.allclose(nsr[0], torch.tensor([0.0, -0.25, -0.25, -0.25]))
+    assert torch.allclose(nsr[2], torch.tensor([0.0, 0.0, 0.0, -0.75]))
+    both, _ = group_advantages(rewards_P_G)
+    assert torch.allclose(psr + nsr, both)  # the two halves make up plain RL
+    assert keep_psr.tolist() == keep_nsr.tolist() == [True, False, True]
+
+
+def test_control_rewards_ignore_correctness():
+    texts, answers = ["12", "12", "x", ""], ["12", "7", "12", "12"]
+    assert training_rewards("task", Arithmetic, texts, answers, 0, 0).tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert training_rewards("format", Arithmetic, texts, answers, 0, 0).tolist() == [1.0, 1.0, 0.0, 0.0]
+    coins = training_rewards("random", Arithmetic, ["1"] * 400, ["1"] * 400, 3, 5)
+    assert coins.tolist() == training_rewards("random", Arithmetic, ["x"] * 400, ["2"] * 400, 3, 5).tolist()
+    assert coins.tolist() != training_rewards("random", Arithmetic, ["1"] * 400, ["1"] * 400, 3, 6).tolist()
+    assert 0.4 < float(coins.mean()) < 0.6 and set(coins.tolist()) == {0.0, 1.0}
 
 
 def test_entropy_of_known_distributions():
@@ -43,3 +68,34 @@ def test_importance_ratio_is_one_on_policy(study):
         # and the ratio carries the policy gradient
         (ratio.sum()).backward()
         assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in policy.parameters() if p.requires_grad)
+
+
+def test_unbiased_pass_at_k():
+    from rankone.evaluate import pass_at_k
+
+    assert pass_at_k(4, 1, 2) == 0.5  # 1 - C(3,2)/C(4,2) = 1 - 3/6
+    assert pass_at_k(4, 0, 4) == 0.0 and pass_at_k(4, 4, 1) == 1.0
+    assert pass_at_k(4, 1, 1) == 0.25  # pass@1 is the share right
+    assert pass_at_k(8, 2, 8) == 1.0  # every sample drawn: right if any is
+
+
+@pytest.mark.parametrize("lever", [{"advantage_sign": "negative"}, {"advantage_sign": "positive"},
+                                   {"reward": "format"}, {"reward": "random"}], ids=lambda d: "-".join(d.values()))
+def test_each_lever_trains_and_logs_the_task_reward_beside_what_it_learned_from(study, tmp_path, lever):
+    from rankone.config import RunId, validate
+    from rankone.io import read_json, read_jsonl
+    from rankone.train import TRAINERS
+    from tests.conftest import smoke_dict
+
+    base, at = study
+    rl = {"steps": 6, "prompts_per_step": 4, "group_size": 4, "log_every": 6, **lever}
+    cfg = validate(smoke_dict(results_dir=base.results_dir, experiment=base.experiment, rl=rl))
+    run = RunId.parse("rl/qwen3-tiny/fullft/lr0.001/seed0")
+    info = TRAINERS["rl"](cfg, run, at.model(run.model), at.data("rl"), tmp_path / "run")
+    assert info["status"] == "completed" and read_json(tmp_path / "run" / "run.json")["steps_completed"] == 6
+    steps = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert all(0.0 <= s["reward"] <= 1.0 and 0.0 <= s["train_reward"] <= 1.0 for s in steps)
+    if lever.get("reward") == "random":  # coins, not the checker: the two rewards part ways
+        assert any(s["train_reward"] != s["reward"] for s in steps)
+    if "advantage_sign" in lever:  # the checker is still what the update learns from
+        assert all(s["train_reward"] == s["reward"] for s in steps)

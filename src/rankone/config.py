@@ -135,6 +135,17 @@ class RLConfig(Strict):
         "parse, averaged over the last format_collapse_window steps, rises above this.",
     )
     format_collapse_window: int = Field(10, gt=0, description="Steps averaged for the format-collapse flag.")
+    advantage_sign: Literal["both", "positive", "negative"] = Field(
+        "both",
+        description="Which samples the update learns from: both signs of advantage (plain RL), only positive ones "
+        "(PSR) or only negative ones (NSR).",
+    )
+    reward: Literal["task", "format", "random"] = Field(
+        "task",
+        description="What the trainer rewards: the task's answer checker; format only (1 when the checker can parse "
+        "an answer, right or wrong); or a fair coin per sample, independent of the completion (controls). "
+        "Evaluation always scores with the task's checker.",
+    )
 
 
 class SFTConfig(Strict):

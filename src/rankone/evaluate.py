@@ -43,12 +43,21 @@ def score(cfg: StudyConfig, model, tokenizer, task, rows: list[dict], seed: int)
     n = e.samples_per_prompt
     sampled = sample(model, tokenizer, prompts, n, e.temperature, cfg.rollout.max_new_tokens)
     rewards = [task.reward(t, answers[i // n]) for i, t in enumerate(sampled.texts)]
+    correct = [sum(r > 0 for r in rewards[i * n : (i + 1) * n]) for i in range(len(rows))]
     return {
         "prompts": len(rows),
         "greedy_accuracy": sum(task.reward(t, a) for t, a in zip(greedy.texts, answers)) / len(rows),
         "pass_at_1": sum(r > 0 for r in rewards) / len(rewards),
+        **{f"pass_at_{k}": sum(pass_at_k(n, c, k) for c in correct) / len(rows) for k in range(2, n + 1)},
         "mean_reward": sum(rewards) / len(rewards),
     }
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c are right (Chen et al. 2021): 1 - C(n-c, k) / C(n, k)."""
+    from math import comb
+
+    return 1.0 - comb(n - c, k) / comb(n, k)
 
 
 def evaluate_run(cfg: StudyConfig, run: RunId, model_dir: Path, splits: dict, base_train_nats: float | None,

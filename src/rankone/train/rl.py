@@ -8,6 +8,11 @@ Simplifications of GRPO, each deliberate:
   importance ratio p_learner / p_sampler is 1 in value and only its gradient acts;
 - loss = -sum over tokens of ratio * advantage, averaged over kept episodes.
 
+Levers (config `rl`, all off by default): `advantage_sign` learns from positive-only
+(PSR) or negative-only (NSR) advantages; `reward` swaps the task's checker for a
+format-only reward or a fair coin (the controls). The logged `reward` is always the
+task's checker; `train_reward` is what the update saw.
+
 Every step checks that the sampler is the learner: the mean |log p_sampler -
 log p_learner| over sampled tokens is logged and the run stops when it passes
 `rl.max_logprob_gap` (a stale sampler is the classic way to fake "LoRA matches").
@@ -33,11 +38,32 @@ class StaleSamplerError(RuntimeError):
     """The sampler's log-probs disagree with the learner's: rollouts are not on-policy."""
 
 
-def group_advantages(rewards_P_G: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rewards minus their group mean (no std division), and which groups carry signal."""
+def group_advantages(rewards_P_G: torch.Tensor, sign: str = "both") -> tuple[torch.Tensor, torch.Tensor]:
+    """Rewards minus their group mean (no std division), and which groups carry signal.
+
+    `sign` "positive" keeps only the samples that beat their group (PSR), "negative" only those
+    below it (NSR); the others get advantage 0."""
     advantages_P_G = rewards_P_G - rewards_P_G.mean(-1, keepdim=True)
+    if sign == "positive":
+        advantages_P_G = advantages_P_G.clamp(min=0)
+    elif sign == "negative":
+        advantages_P_G = advantages_P_G.clamp(max=0)
     keep_P = (advantages_P_G != 0).any(-1)
     return advantages_P_G, keep_P
+
+
+def training_rewards(kind: str, task, texts: list[str], answers: list[str], seed: int, step: int) -> torch.Tensor:
+    """The reward the trainer learns from: the task's checker, format only, or a seeded fair coin."""
+    if kind == "task":
+        values = [task.reward(t, a) for t, a in zip(texts, answers)]
+    elif kind == "format":
+        values = [float(task.parse_answer(t) is not None) for t in texts]
+    elif kind == "random":  # a function of (seed, step) only, so a resumed run draws the same coins
+        coins = random.Random(f"reward:{seed}:{step}")
+        values = [float(coins.random() < 0.5) for _ in texts]
+    else:
+        raise ValueError(f"unknown reward kind {kind!r}")
+    return torch.tensor(values)
 
 
 def importance_ratio(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C) -> torch.Tensor:
@@ -101,9 +127,12 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
         samples = engine.sample([row["prompt"] for row in batch], G)
         t_sample = time.time() - t0
 
-        rewards_B = torch.tensor([task.reward(t, batch[i // G]["answer"]) for i, t in enumerate(samples.texts)])
+        answers = [batch[i // G]["answer"] for i in range(len(samples.texts))]
+        task_rewards_B = training_rewards("task", task, samples.texts, answers, run.seed, step)
+        rewards_B = task_rewards_B if rl.reward == "task" else training_rewards(rl.reward, task, samples.texts,
+                                                                                  answers, run.seed, step)
         rewards_P_G = rewards_B.view(len(batch), G)
-        advantages_P_G, keep_P = group_advantages(rewards_P_G)
+        advantages_P_G, keep_P = group_advantages(rewards_P_G, rl.advantage_sign)
         group_bits_P = torch.tensor([entropy_bits(g.tolist()) for g in rewards_P_G])
         info_bound_bits += float(group_bits_P.sum() * G)
 
@@ -126,7 +155,8 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
         ratio_vals = ratio_B_C[mask_B_C.bool()]
         ctx.metrics.append({
             "step": step,
-            "reward": float(rewards_B.mean()),
+            "reward": float(task_rewards_B.mean()),  # the task's checker, whatever the trainer learns from
+            "train_reward": float(rewards_B.mean()),
             "zero_variance_share": float(1 - keep_P.float().mean()),
             "logprob_gap_mean": gap_mean,
             "logprob_gap_max": gap_max,
@@ -152,7 +182,7 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
         ctx.checkpoint(rl.checkpoint_every, rl.steps)
         if (step + 1) % rl.log_every == 0 or step + 1 == rl.steps:
             log.info("%s step %d/%d reward %.3f zero-var %.2f gap %.1e (%.2f s/step)", run.path, step + 1,
-                     rl.steps, float(rewards_B.mean()), 1 - float(keep_P.float().mean()), gap_mean,
+                     rl.steps, float(task_rewards_B.mean()), 1 - float(keep_P.float().mean()), gap_mean,
                      time.time() - t0)
     engine.close()
     ctx.state["info_bound_bits"] = info_bound_bits
