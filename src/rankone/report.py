@@ -85,7 +85,7 @@ def truncation_findings(summary: pd.DataFrame) -> list[str]:
         first = g.iloc[0]
         enough = g[g.low >= 0.9]
         reach = f"the smallest k whose interval lies at or above 90% is {int(enough.k.iloc[0])}" if len(enough) \
-            else "no k below full rank has its interval at or above 90%"
+            else "no k has its interval at or above 90%"
         out.append(f"**{model}** (FullFT's gain over the base: {first.gain:+.3f} reward, {int(first.seeds)} seeds): "
                    f"keeping the top {_directions(int(first.k))} of every weight update keeps {first.kept:.0%} "
                    f"[{first.low:.0%}, {first.high:.0%}] of the gain and {first.energy_kept:.0%} of the update's "

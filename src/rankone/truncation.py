@@ -95,6 +95,9 @@ def score_runs(cfg: StudyConfig, at: Layout, model_name: str, runs: list[RunId],
     task = cfg.tasks["rl"].task()
     rows_test = read_jsonl(at.data("rl") / "test.jsonl")[: cfg.evaluate.n_prompts]
     base = {k: v.clone() for k, v in model.state_dict().items()}
+    ks = default_ranks([tuple(v.shape) for v in base.values()])
+    full_rank = ks[-1]
+    ks = [k for k in (ranks or ks) if k < full_rank]
     base_scores: dict[int, dict] = {}
 
     def scored(weights: dict[str, torch.Tensor], seed: int) -> dict:
@@ -107,13 +110,11 @@ def score_runs(cfg: StudyConfig, at: Layout, model_name: str, runs: list[RunId],
         trained = load_tensors(at.train(run) / "weights")
         if set(trained) != set(base):
             raise ValueError(f"{run.path}: its weights do not match the base model's tensors")
-        cut = Truncator({k: v.float() for k, v in base.items()}, trained)
+        cut = Truncator(base, trained)
         if run.seed not in base_scores:
             base_scores[run.seed] = scored(base, run.seed)
         b = base_scores[run.seed]
-        ks = ranks or default_ranks([tuple(v.shape) for v in base.values()])
-        full_rank = default_ranks([tuple(v.shape) for v in base.values()])[-1]
-        results = {k: scored(cut.weights(k), run.seed) for k in ks if k < full_rank}
+        results = {k: scored(cut.weights(k), run.seed) for k in ks}
         results[full_rank] = scored(trained, run.seed)
         for k, s in sorted(results.items()):
             out.append({
@@ -155,10 +156,6 @@ def summary(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
 
 
 def run(cfg: StudyConfig, at: Layout) -> None:
-    if cfg.truncation is None:
-        raise ValueError("the study has no truncation section")
-    if "rl" not in cfg.regimes or "fullft" not in cfg.methods:
-        raise ValueError("truncation needs FullFT RL runs: regimes must include rl and methods fullft")
     started = time.time()
     best = pd.read_csv(at.analysis / "best_lr.csv")
     rows = []

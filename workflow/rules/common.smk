@@ -151,28 +151,37 @@ def capacity_files(stage):
     return files
 
 
-def capacity_tables():
-    """The capacity stage's outputs the report reads (none without a capacity section)."""
-    names = ("capacity", "capacity_falloff", "capacity_chart")
-    return [f"{RESULTS}/analysis/{n}.csv" for n in names] if STUDY.capacity else []
-
-
-def truncation_tables():
-    """The truncation stage's outputs the report reads (none without a truncation section)."""
-    names = ("truncation.csv", "truncation_summary.csv", "truncation.json")
-    return [f"{RESULTS}/analysis/{n}" for n in names] if STUDY.truncation else []
-
-
-# The figures of the optional experiments, each under the config section that turns it on.
-OPTIONAL_FIGURES = {
-    "capacity": ("capacity", "capacity_falloff"),
-    "truncation": ("truncation",),
+# The optional experiments, each under the config section that turns it on: the tables its
+# stage writes under analysis/ (which the report reads) and the report's figures for it.
+OPTIONAL = {
+    "capacity": {
+        "tables": ("capacity.csv", "capacity_falloff.csv", "capacity_chart.csv"),
+        "figures": ("capacity", "capacity_falloff"),
+    },
+    "truncation": {
+        "tables": ("truncation.csv", "truncation_summary.csv", "truncation.json"),
+        "figures": ("truncation",),
+    },
 }
+
+
+def enabled(section):
+    return getattr(STUDY, section) is not None
+
+
+def optional_tables():
+    """Every enabled optional experiment's tables (none without their config sections)."""
+    return [
+        f"{RESULTS}/analysis/{name}"
+        for section, parts in OPTIONAL.items()
+        if enabled(section)
+        for name in parts["tables"]
+    ]
 
 
 def optional_figures(section, category):
     """An optional experiment's figures as report() outputs (none when the config has no `section`)."""
-    if getattr(STUDY, section) is None:
+    if not enabled(section):
         return {}
     return {
         name: report(
@@ -180,7 +189,7 @@ def optional_figures(section, category):
             caption=f"../report/{name}.rst",
             category=category,
         )
-        for name in OPTIONAL_FIGURES[section]
+        for name in OPTIONAL[section]["figures"]
     }
 
 
@@ -190,9 +199,9 @@ def report_files():
     so adding `truncation:` to a finished study would otherwise do nothing)."""
     figures = [
         f"{REPORT}/{name}.png"
-        for section, names in OPTIONAL_FIGURES.items()
-        if getattr(STUDY, section) is not None
-        for name in names
+        for section, parts in OPTIONAL.items()
+        if enabled(section)
+        for name in parts["figures"]
     ]
     pages = [f"{REPORT}/{name}" for name in ("report.md", "index.html")]
-    return pages + figures + capacity_tables() + truncation_tables()
+    return pages + figures + optional_tables()

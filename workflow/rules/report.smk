@@ -2,8 +2,7 @@ rule report:
     input:
         rules.analysis.output,
         rules.updates.output,
-        capacity_tables(),
-        truncation_tables(),
+        optional_tables(),
         rollouts=expand(
             f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.models
         ),
