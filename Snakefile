@@ -1,5 +1,5 @@
 # rankone: how much adapter capacity does RL need? The DAG, stage by stage:
-# data -> models -> rollouts -> train -> evaluate -> analysis (+ updates, capacity, truncation) -> report
+# data -> models -> rollouts -> train -> evaluate -> analysis (+ updates, capacity, truncation, levers) -> report
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -26,6 +26,7 @@ include: "workflow/rules/analysis.smk"
 include: "workflow/rules/updates.smk"
 include: "workflow/rules/capacity.smk"
 include: "workflow/rules/truncation.smk"
+include: "workflow/rules/levers.smk"
 include: "workflow/rules/report.smk"
 
 

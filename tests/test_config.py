@@ -26,13 +26,19 @@ def layered(base: dict, over: dict) -> dict:
     return out
 
 
-@pytest.mark.parametrize("name", ["layers", "capacity"])
+@pytest.mark.parametrize("name", ["layers", "capacity", "levers"])
 def test_experiment_configs_layer_over_the_default(name, tmp_path):
     default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
     over = yaml.safe_load((ROOT / "config" / "experiments" / f"{name}.yaml").read_text())
     cfg = validate(layered(default, over))
-    assert cfg.experiment == name
-    if name == "capacity":
+    assert cfg.experiment == (name if name != "levers" else "default")  # levers sit beside the default study
+    if name == "levers":
+        assert {n: cfg.lever_study(n).rl for n in ("psr", "nsr", "filter")} == {
+            "psr": cfg.rl.model_copy(update={"advantage_sign": "positive"}),
+            "nsr": cfg.rl.model_copy(update={"advantage_sign": "negative"}),
+            "filter": cfg.rl.model_copy(update={"variance_filter": True})}
+        assert len(cfg.levers.seeds) >= 3 and {cfg.lever_study(n).regimes[0] for n in cfg.levers.variants} == {"rl"}
+    elif name == "capacity":
         assert cfg.regimes == ["rl"] and cfg.capacity.n_facts == [128, 512, 2048]
         assert {len(cfg.capacity_study(n).runs()) for n in cfg.capacity.n_facts} == {2 * 5 * 4 * 3}
         assert len(cfg.capacity.seeds) >= 3  # the fall-off is the equivalence rule over seeds
@@ -75,6 +81,15 @@ BAD = [
         "rl": {"name": "arithmetic", "params": {"max_operand": 9, "n_val": 16, "n_test": 16}},
         "sft": {"name": "arithmetic", "params": {"max_operand": 9, "n_val": 16, "n_test": 16}}}},
      "needs tasks.sft to be the facts task"),
+    ({"levers": {"variants": {"PSR": {"advantage_sign": "positive"}}}}, "lever name 'PSR'"),
+    ({"levers": {"variants": {"psr": {"advantage": "positive"}}}}, r"lever 'psr': \['advantage'\] are not rl fields"),
+    ({"levers": {"variants": {"psr": {}}}}, "lever 'psr': give the rl fields it changes"),
+    ({"levers": {"variants": {"psr": {"advantage_sign": "sideways"}}}}, "levers.variants.psr: advantage_sign"),
+    ({"levers": {"variants": {"plain": {"advantage_sign": "both"}}}}, "levers.variants.plain: changes nothing"),
+    ({"levers": {"variants": {"nsr": {"advantage_sign": "negative"}}, "methods": ["lora-r4"]}},
+     r"levers.methods: \['lora-r4'\] are not among the study's methods"),
+    ({"levers": {"variants": {"nsr": {"advantage_sign": "negative"}}, "seeds": [7]}},
+     r"levers.seeds: \[7\] are not among the study's seeds"),
     ({"rollout": {"engine": "vllm"}, "architecture": {"hidden_size": 64, "num_attention_heads": 4,
                                                       "num_key_value_heads": 1, "intermediate_size": 64}},
      "needs a head size"),
@@ -111,6 +126,18 @@ def test_capacity_sub_study_is_the_sft_regime_on_a_table_of_that_size():
         cfg.capacity_study(48)
 
 
+def test_lever_sub_study_is_the_rl_regime_with_its_fields_changed():
+    cfg = validate(smoke_dict())
+    sub = cfg.lever_study("nsr-filter-format")
+    assert sub.regimes == ["rl"] and sub.levers is None and sub.capacity is None
+    assert (sub.rl.advantage_sign, sub.rl.variance_filter, sub.rl.reward) == ("negative", True, "format")
+    assert sub.rl.model_copy(update={"advantage_sign": "both", "variance_filter": False, "reward": "task"}) == cfg.rl
+    assert (sub.methods, sub.seeds) == (cfg.levers.methods, cfg.levers.seeds)
+    assert sub.rl.episode_budget == cfg.rl.steps * cfg.rl.prompts_per_step * cfg.rl.group_size
+    with pytest.raises(ConfigError, match="lever 'kl' is not in levers.variants"):
+        cfg.lever_study("kl")
+
+
 def test_run_ids_round_trip():
     for run in validate(smoke_dict()).runs():
         assert RunId.parse(run.path) == run
@@ -140,12 +167,12 @@ def test_local_model_path_is_accepted_when_it_exists(study):
 
 
 def test_scope_changes_the_width_limit():
-    cfg = validate(smoke_dict(methods=["lora-r48-mlp"], truncation=None))
+    cfg = validate(smoke_dict(methods=["lora-r48-mlp"], truncation=None, levers=None))
     assert cfg.scope("lora-r48-mlp") == "mlp"  # MLP is 64 wide
 
 
 def test_truncation_needs_fullft_rl_runs():
     with pytest.raises(ConfigError, match="truncation: needs FullFT RL runs"):
-        validate(smoke_dict(methods=["lora-r1"]))
+        validate(smoke_dict(methods=["lora-r1"], levers=None))
     with pytest.raises(ConfigError, match="ranks must be positive, distinct and increasing"):
         validate(smoke_dict(truncation={"ranks": [4, 2]}))

@@ -44,7 +44,7 @@ def test_fullft_trains_everything(study):
 @pytest.mark.parametrize("method, layers", [("lora-r2-attn", 4), ("lora-r2-mlp", 3), ("lora-r2", 7)])
 def test_method_suffix_sets_the_adapted_layers(study, method, layers):
     cfg, at = study
-    scoped = validate(smoke_dict(methods=["fullft", method]))
+    scoped = validate(smoke_dict(methods=["fullft", method], levers=None))
     shapes = scoped.adapted_shapes(method)
     assert len(shapes) == layers
     model, _ = load_base(at.model(cfg.models[0]))

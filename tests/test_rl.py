@@ -99,3 +99,40 @@ def test_each_lever_trains_and_logs_the_task_reward_beside_what_it_learned_from(
         assert any(s["train_reward"] != s["reward"] for s in steps)
     if "advantage_sign" in lever:  # the checker is still what the update learns from
         assert all(s["train_reward"] == s["reward"] for s in steps)
+
+
+def test_refill_asks_for_the_missing_groups_within_the_budget():
+    from rankone.train.rl import refill_size
+
+    assert refill_size(missing=3, left=100, G=4) == 3
+    assert refill_size(missing=3, left=9, G=4) == 2  # two whole groups left in the budget
+    assert refill_size(missing=3, left=3, G=4) == 0  # not one group: stop
+    assert refill_size(missing=0, left=100, G=4) == 0
+
+
+def test_variance_filter_refills_groups_and_stops_at_plain_rls_episodes(study, tmp_path):
+    from rankone.config import RunId, validate
+    from rankone.io import read_json, read_jsonl
+    from rankone.train import TRAINERS
+    from tests.conftest import smoke_dict
+
+    base, at = study
+    rl = {"steps": 6, "prompts_per_step": 4, "group_size": 4, "log_every": 6, "checkpoint_every": 2}
+    runs = {}
+    for name, extra in {"plain": {}, "filter": {"variance_filter": True}}.items():
+        cfg = validate(smoke_dict(results_dir=base.results_dir, experiment=base.experiment, rl={**rl, **extra}))
+        run = RunId.parse("rl/qwen3-tiny/fullft/lr0.001/seed0")
+        TRAINERS["rl"](cfg, run, at.model(run.model), at.data("rl"), tmp_path / name)
+        runs[name] = read_jsonl(tmp_path / name / "metrics.jsonl"), read_json(tmp_path / name / "run.json")
+    plain, filtered = runs["plain"][0], runs["filter"][0]
+    budget = 6 * 4 * 4
+    assert [s["episodes"] for s in plain] == [16 * (i + 1) for i in range(6)]
+    assert filtered[-1]["episodes"] == budget == runs["filter"][1]["episodes"]  # equal episodes, exactly
+    for s in filtered:
+        assert s["groups_used"] <= 4 and s["groups_sampled"] * 4 <= budget
+        assert s["groups_used"] == round(s["groups_sampled"] * (1 - s["zero_variance_share"]))
+    # A step that sampled more than one batch refilled until 4 groups carried signal, or the budget ran out.
+    refilled = [s for s in filtered[:-1] if s["groups_sampled"] > 4]
+    assert all(s["groups_used"] == 4 for s in refilled)
+    if any(s["zero_variance_share"] > 0 for s in plain):  # wasted groups exist: the filter spends them elsewhere
+        assert len(filtered) < len(plain) or refilled

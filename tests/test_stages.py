@@ -15,7 +15,7 @@ from rankone.train.common import Run
 from tests.conftest import ROOT
 
 DEFAULT = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
-AFTER_TRAIN = {"train", "evaluate", "analysis", "updates", "capacity", "truncation", "report"}
+AFTER_TRAIN = {"train", "evaluate", "analysis", "updates", "capacity", "truncation", "levers", "report"}
 AFTER_MODELS = {"models", "rollouts", *AFTER_TRAIN}
 EVERYTHING = {"data", *AFTER_MODELS}
 
@@ -35,9 +35,9 @@ CHANGES = [  # (dotted field, new value, the stages that must rerun)
     ("rl.max_logprob_gap", 0.01, AFTER_TRAIN),
     ("sft.batch_size", 32, AFTER_TRAIN),
     ("lora.alpha", 16, AFTER_TRAIN),
-    ("evaluate.n_prompts", 64, {"evaluate", "analysis", "updates", "capacity", "truncation", "report"}),
-    ("analysis.confidence", 0.9, {"analysis", "updates", "capacity", "truncation", "report"}),
-    ("analysis.greedy_margin", 0.1, {"analysis", "updates", "capacity", "truncation", "report"}),
+    ("evaluate.n_prompts", 64, {"evaluate", "analysis", "updates", "capacity", "truncation", "levers", "report"}),
+    ("analysis.confidence", 0.9, {"analysis", "updates", "capacity", "truncation", "levers", "report"}),
+    ("analysis.greedy_margin", 0.1, {"analysis", "updates", "capacity", "truncation", "levers", "report"}),
 ]
 
 

@@ -120,6 +120,30 @@ def test_smoke_truncation_reproduces_the_evaluation_at_full_rank(smoke):
     assert "## How much rank RL uses" in (smoke / at.report / "report.md").read_text()
 
 
+def test_smoke_levers_run_at_plain_rls_episodes_and_are_judged_against_it(smoke):
+    cfg = load(smoke / "config/smoke.yaml")
+    at = Layout(cfg)
+    table = pd.read_csv(smoke / at.analysis / "levers.csv")
+    pairs = len(cfg.levers.variants) * len(cfg.models) * len(cfg.levers.methods)
+    G = cfg.rl.group_size
+    assert len(table) == 3 * pairs and set(table.metric) == {"score", "pass_at_1", f"pass_at_{G}"}
+    assert (table.seeds == len(cfg.levers.seeds)).all()
+    assert set(table.verdict) <= {"parity", "better", "worse", "inconclusive"}
+    passes = pd.read_csv(smoke / at.analysis / "levers_pass_at_k.csv")
+    assert sorted(passes.k.unique()) == list(range(1, G + 1))
+    assert (passes.groupby(["lever", "model", "method", "seed"]).pass_at_k.is_monotonic_increasing).all()
+    eff = pd.read_csv(smoke / at.analysis / "levers_efficiency.csv")
+    assert set(eff.lever) == {"plain", *cfg.levers.variants}
+    assert (eff.episodes == cfg.rl.episode_budget).all()  # the filtered lever too: equal episodes
+    for name in cfg.levers.variants:
+        sub = cfg.lever_study(name)
+        for run in sub.runs():
+            assert read_json(smoke / at.lever(name).train(run) / "run.json")["resolved_config"]["rl"] == \
+                sub.rl.model_dump(mode="json")
+    assert (smoke / at.report / "levers.png").stat().st_size > 0
+    assert "## Levers" in (smoke / at.report / "report.md").read_text()
+
+
 def test_turning_on_truncation_in_a_finished_study_runs_it_and_the_report_only(smoke):
     """What `make truncation` after `make study` does: the new stage and the report, nothing else."""
     at = Layout(load(smoke / "config/smoke.yaml"))

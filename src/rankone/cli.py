@@ -20,19 +20,25 @@ from rankone.paths import Layout
 
 
 def _scoped(cfg: StudyConfig, args) -> tuple[StudyConfig, Layout]:
-    """The study and layout a job runs in: the study itself, or with --capacity N its
-    capacity sub-study at table size N."""
-    if args.capacity is None:
-        return cfg, Layout(cfg)
-    return cfg.capacity_study(args.capacity), Layout(cfg).capacity(args.capacity)
+    """The study and layout a job runs in: the study itself, with --capacity N its capacity
+    sub-study at table size N, or with --lever NAME that lever's sub-study."""
+    if args.capacity is not None and args.lever is not None:
+        raise ConfigError("--capacity and --lever name different sub-studies; give one")
+    if args.capacity is not None:
+        return cfg.capacity_study(args.capacity), Layout(cfg).capacity(args.capacity)
+    if args.lever is not None:
+        return cfg.lever_study(args.lever), Layout(cfg).lever(args.lever)
+    return cfg, Layout(cfg)
 
 
 def cmd_data(cfg: StudyConfig, args) -> None:
     from rankone import data
 
+    sub_study = args.capacity is not None or args.lever is not None
     cfg, at = _scoped(cfg, args)
-    if args.regime not in cfg.tasks or (args.capacity is not None and args.regime != "sft"):
-        raise ConfigError(f"--regime {args.regime!r}: no such task here (capacity sub-studies have sft only)")
+    if args.regime not in cfg.tasks or (sub_study and args.regime not in cfg.regimes):
+        raise ConfigError(f"--regime {args.regime!r}: no such regime here (capacity sub-studies have sft only, "
+                          "lever sub-studies rl only)")
     data.build(cfg, args.regime, at.data(args.regime))
 
 
@@ -106,27 +112,38 @@ def cmd_truncation(cfg: StudyConfig, args) -> None:
     truncation.run(cfg, Layout(cfg))
 
 
+def cmd_levers(cfg: StudyConfig, args) -> None:
+    from rankone import levers
+
+    if cfg.levers is None:
+        raise ConfigError("the study has no levers section (see config/experiments/levers.yaml)")
+    levers.run(cfg, Layout(cfg))
+
+
 def cmd_report(cfg: StudyConfig, args) -> None:
     from rankone import report
 
     report.run(cfg, Layout(cfg))
 
 
-def capacity_runs(cfg: StudyConfig) -> list[tuple[int, RunId]]:
-    """(table size, run) of every capacity run, in a stable order (none without capacity)."""
+def sub_study_runs(cfg: StudyConfig) -> list[tuple[str, RunId]]:
+    """(CLI flag, run) of every capacity and lever run, in a stable order."""
     sizes = cfg.capacity.n_facts if cfg.capacity else []
-    return [(n, run) for n in sizes for run in cfg.capacity_study(n).runs()]
+    names = cfg.levers.variants if cfg.levers else {}
+    return [(f"--capacity {n}", run) for n in sizes for run in cfg.capacity_study(n).runs()] + [
+        (f"--lever {name}", run) for name in names for run in cfg.lever_study(name).runs()]
 
 
 def cmd_runs(cfg: StudyConfig, args) -> None:
     for run in cfg.runs():
         print(run.path)
-    for n, run in capacity_runs(cfg):
-        print(f"{run.path} --capacity {n}")
+    for flag, run in sub_study_runs(cfg):
+        print(f"{run.path} {flag}")
 
 
 def cmd_check(cfg: StudyConfig, args) -> None:
-    print(f"{args.config}: valid, {len(cfg.runs())} training runs, {len(capacity_runs(cfg))} capacity runs")
+    print(f"{args.config}: valid, {len(cfg.runs())} training runs, {len(sub_study_runs(cfg))} sub-study runs "
+          "(capacity, levers)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         if capacity:
             p.add_argument("--capacity", type=int, metavar="N_FACTS",
                            help="run in the capacity sub-study at this table size (capacity.n_facts)")
+            p.add_argument("--lever", metavar="NAME", help="run in this lever's sub-study (levers.variants)")
         p.set_defaults(func=func)
 
     stage("data", cmd_data, "build a task's splits", capacity=True, regime="rl or sft")
@@ -153,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     stage("analysis", cmd_analysis, "tables, best learning rates, verdicts")
     stage("capacity", cmd_capacity, "capacity experiment: bits stored per table size and rank, fall-off rank")
     stage("updates", cmd_updates, "structure of FullFT weight updates (share changed, rank, overlap)")
+    stage("levers", cmd_levers, "levers experiment: each RL lever against plain RL at equal episodes")
     stage("truncation", cmd_truncation, "FullFT RL updates cut to rank k and re-evaluated (share of the gain kept)")
     stage("report", cmd_report, "figures, report.md and index.html")
     stage("runs", cmd_runs, "list the study's training runs")

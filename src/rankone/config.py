@@ -146,6 +146,17 @@ class RLConfig(Strict):
         "an answer, right or wrong); or a fair coin per sample, independent of the completion (controls). "
         "Evaluation always scores with the task's checker.",
     )
+    variance_filter: bool = Field(
+        False,
+        description="Drop prompts whose group rewards are all equal before the update and refill the batch from "
+        "fresh prompts, until prompts_per_step groups carry signal. The run then ends when it has sampled the "
+        "episodes plain RL samples in `steps` steps (steps x prompts_per_step x group_size), so both are compared "
+        "at equal episodes.",
+    )
+
+    @property
+    def episode_budget(self) -> int:
+        return self.steps * self.prompts_per_step * self.group_size
 
 
 class SFTConfig(Strict):
@@ -258,6 +269,45 @@ class TruncationConfig(Strict):
         return ranks
 
 
+# A lever's name: a folder under results/<experiment>/levers/ and a wildcard in the workflow.
+LEVER_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
+
+
+class LeversConfig(Grid):
+    variants: dict[str, dict] = Field(
+        min_length=1,
+        description="Lever name -> the `rl` fields it changes (e.g. psr: {advantage_sign: positive}). Each is an RL "
+        "sub-study under results/<experiment>/levers/<name>/ on the study's base models, with its own learning-rate "
+        "sweep, compared with the study's plain RL runs at equal episodes.",
+    )
+    methods: list[str] = Field(
+        default_factory=lambda: ["fullft", "lora-r1"],
+        description="Methods trained under every lever; each must be among the study's methods (the plain runs).",
+    )
+    seeds: list[int] = Field(
+        default_factory=lambda: [0, 1, 2], min_length=1,
+        description="Seeds per lever; each must be among the study's seeds (paired by seed with the plain runs).",
+    )
+    target_reward: float = Field(
+        0.5, gt=0, le=1,
+        description="Training reward (task checker, mean over rl.format_collapse_window steps) whose first crossing "
+        "counts the episodes and seconds a run took to reach it.",
+    )
+
+    @field_validator("variants")
+    @classmethod
+    def _variants(cls, variants: dict[str, dict]) -> dict[str, dict]:
+        for name, changes in variants.items():
+            if not LEVER_NAME.match(name):
+                raise ValueError(f"lever name {name!r}: use lower-case letters, digits and '-' (a folder name)")
+            if not isinstance(changes, dict) or not changes:
+                raise ValueError(f"lever {name!r}: give the rl fields it changes, e.g. {{advantage_sign: positive}}")
+            unknown = sorted(set(changes) - set(RLConfig.model_fields))
+            if unknown:
+                raise ValueError(f"lever {name!r}: {unknown} are not rl fields")
+        return variants
+
+
 class StudyConfig(Grid):
     experiment: str = Field(pattern=r"^[A-Za-z0-9_-]+$", description="Name; outputs go under results/<experiment>/.")
     results_dir: str = Field("results", description="Root folder of stage outputs.")
@@ -289,6 +339,9 @@ class StudyConfig(Grid):
     )
     truncation: TruncationConfig | None = Field(
         None, description="Optional truncation experiment: FullFT RL updates cut to rank k and re-evaluated."
+    )
+    levers: LeversConfig | None = Field(
+        None, description="Optional levers experiment: RL with each lever switched on, against plain RL."
     )
 
     @field_validator("models")
@@ -347,7 +400,7 @@ class StudyConfig(Grid):
                     f"rollout.engine 'vllm' needs a head size in {SUPPORTED_HEAD_SIZES}; architecture gives "
                     f"{self.architecture.head_dim} (hidden_size / num_attention_heads)"
                 )
-        for m in self.methods + (self.capacity.methods if self.capacity else []):
+        for m in self.methods + (self.capacity.methods if self.capacity else []):  # levers' are the study's
             r = lora_rank(m)
             if r is None:
                 continue
@@ -358,7 +411,24 @@ class StudyConfig(Grid):
             self._check_capacity()
         if self.truncation and ("rl" not in self.regimes or "fullft" not in self.methods):
             raise ValueError("truncation: needs FullFT RL runs (regimes must include rl, methods fullft)")
+        if self.levers:
+            self._check_levers()
         return self
+
+    def _check_levers(self) -> None:
+        if "rl" not in self.regimes:
+            raise ValueError("levers: needs the study's plain RL runs (regimes must include rl)")
+        for name, changes in self.levers.variants.items():
+            try:
+                RLConfig.model_validate({**self.rl.model_dump(), **changes})
+            except ValidationError as err:
+                raise ValueError(f"levers.variants.{name}: {_format_errors(err)}") from None
+            if all(getattr(self.rl, k) == v for k, v in changes.items()):
+                raise ValueError(f"levers.variants.{name}: changes nothing from the study's rl section")
+        for what in ("methods", "seeds"):
+            missing = [v for v in getattr(self.levers, what) if v not in getattr(self, what)]
+            if missing:
+                raise ValueError(f"levers.{what}: {missing} are not among the study's {what} (no plain run to pair)")
 
     def _check_capacity(self) -> None:
         sft = self.tasks.get("sft")
@@ -386,8 +456,21 @@ class StudyConfig(Grid):
         data = self.model_dump(mode="json")
         data["tasks"]["sft"]["params"].update(self._capacity_params(n_facts))
         data.update(regimes=["sft"], methods=self.capacity.methods, seeds=self.capacity.seeds, capacity=None,
-                    truncation=None)
+                    truncation=None, levers=None)
         return validate(data, source=f"capacity study n_facts={n_facts}")
+
+    def lever_study(self, name: str) -> StudyConfig:
+        """The levers sub-study of one lever: the RL regime alone, its `rl` fields changed, with
+        levers' methods and seeds (and the parent's everything else)."""
+        if self.levers is None:
+            raise ConfigError("this study has no levers section")
+        if name not in self.levers.variants:
+            raise ConfigError(f"lever {name!r} is not in levers.variants {sorted(self.levers.variants)}")
+        data = self.model_dump(mode="json")
+        data["rl"].update(self.levers.variants[name])
+        data.update(regimes=["rl"], methods=self.levers.methods, seeds=self.levers.seeds, capacity=None,
+                    truncation=None, levers=None)
+        return validate(data, source=f"lever study {name!r}")
 
     def scope(self, method: str) -> str:
         """Which linear layers a LoRA method adapts: its -attn/-mlp suffix, else lora.target_modules."""

@@ -31,6 +31,11 @@ FIGURES = {
     "truncation.png": "Share of FullFT's RL gain over the base kept when every weight update is cut to its top k "
                       "singular directions (test; FullFT at its best lr, mean over seeds with its t interval); "
                       "dashed: share of the updates' squared norm in those k directions.",
+    "levers.png": "Each RL lever minus plain RL on test (each at its best lr on val, paired by seed, equal episodes) "
+                  "with its confidence interval, for mean reward, pass@1 and pass@group size; shaded: the "
+                  "equivalence margin. Colour = verdict.",
+    "levers_pass_at_k.png": "Test pass@k against k (up to the group size) of plain RL and each lever, every method at "
+                            "its best lr (mean over seeds).",
 }
 
 
@@ -313,12 +318,38 @@ def plot_updates(shares: pd.DataFrame, matrices: pd.DataFrame, path: Path) -> No
     _save(fig, path)
 
 
-def plot_forest(verdicts: pd.DataFrame, path: Path) -> None:
-    """Per regime: gap and interval per (model, rank), the +-margin band shaded, colour = verdict."""
+def _forest(ax, d: pd.DataFrame, labels: list[str], xlabel: str, title: str) -> None:
+    """Gap and interval per row of `d` (top to bottom), the +-margin band shaded, colour = verdict."""
     import math
 
-    import matplotlib.pyplot as plt
+    margin = float(d.margin.iloc[0])
+    ax.axvspan(-margin, margin, color="tab:green", alpha=0.15)
+    ax.axvline(0, color="black", lw=0.8)
+    ys = list(range(len(d)))[::-1]
+    for y, r in zip(ys, d.itertuples()):
+        color = VERDICT_COLORS.get(r.verdict, "black")
+        if math.isfinite(r.ci_low):
+            ax.errorbar(r.gap, y, xerr=[[r.gap - r.ci_low], [r.ci_high - r.gap]], fmt="o", color=color, capsize=3)
+        else:
+            ax.plot(r.gap, y, "o", color=color)
+    ax.set_yticks(ys, labels, fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, axis="x")
+
+
+def _verdict_legend(fig, verdicts: pd.DataFrame) -> None:
     from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], marker="o", ls="", color=c, label=k) for k, c in VERDICT_COLORS.items()
+               if len(verdicts) and k in set(verdicts.verdict)]
+    if handles:
+        fig.legend(handles=handles, fontsize=8, loc="upper center", ncol=len(handles), frameon=False)
+
+
+def plot_forest(verdicts: pd.DataFrame, path: Path) -> None:
+    """Per regime: gap and interval per (model, rank), the +-margin band shaded, colour = verdict."""
+    import matplotlib.pyplot as plt
 
     v = verdicts[verdicts.metric == "score"] if len(verdicts) else verdicts
     regimes = [r for r in ("rl", "sft") if len(v) and r in set(v.regime)]
@@ -327,23 +358,43 @@ def plot_forest(verdicts: pd.DataFrame, path: Path) -> None:
                              squeeze=False)
     for ax, regime in zip(axes[0], regimes):
         d = v[v.regime == regime].sort_values(["model", "rank"])
-        margin = float(d.margin.iloc[0])
-        ax.axvspan(-margin, margin, color="tab:green", alpha=0.15)
-        ax.axvline(0, color="black", lw=0.8)
-        ys = list(range(len(d)))[::-1]
-        for y, r in zip(ys, d.itertuples()):
-            color = VERDICT_COLORS.get(r.verdict, "black")
-            if math.isfinite(r.ci_low):
-                ax.errorbar(r.gap, y, xerr=[[r.gap - r.ci_low], [r.ci_high - r.gap]], fmt="o", color=color,
-                            capsize=3)
-            else:
-                ax.plot(r.gap, y, "o", color=color)
-        ax.set_yticks(ys, [f"{r.model} · r{r.rank}" for r in d.itertuples()], fontsize=8)
-        ax.set_xlabel(f"test gap to FullFT ({SCORE_LABELS[regime]})")
-        ax.set_title(f"{regime.upper()}: LoRA minus FullFT, band = ±{margin:g}", fontsize=10)
-        ax.grid(alpha=0.3, axis="x")
-    handles = [Line2D([], [], marker="o", ls="", color=c, label=k) for k, c in VERDICT_COLORS.items()
-               if len(v) and k in set(v.verdict)]
-    if handles:
-        fig.legend(handles=handles, fontsize=8, loc="upper center", ncol=len(handles), frameon=False)
+        _forest(ax, d, [f"{r.model} · r{r.rank}" for r in d.itertuples()],
+                f"test gap to FullFT ({SCORE_LABELS[regime]})",
+                f"{regime.upper()}: LoRA minus FullFT, band = ±{float(d.margin.iloc[0]):g}")
+    _verdict_legend(fig, v)
     _save(fig, path, top=1 - 0.35 / fig.get_figheight())
+
+
+def plot_levers(table: pd.DataFrame, path: Path) -> None:
+    """Per metric: each (lever, model, method)'s gap to plain RL and its interval."""
+    import matplotlib.pyplot as plt
+
+    metrics = list(dict.fromkeys(table.metric)) or ["score"]
+    rows = max(1, len(table[table.metric == metrics[0]]))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 1.4 + 0.3 * rows), squeeze=False,
+                             sharey=True)
+    names = {"score": "mean reward"}
+    for ax, metric in zip(axes[0], metrics):
+        d = table[table.metric == metric]
+        if len(d):
+            _forest(ax, d, [f"{r.lever} · {r.model} · {r.method}" for r in d.itertuples()],
+                    f"test gap to plain RL ({names.get(metric, metric.replace('_at_', '@'))})",
+                    f"{names.get(metric, metric.replace('_at_', '@'))}, band = ±{float(d.margin.iloc[0]):g}")
+    _verdict_legend(fig, table)
+    _save(fig, path, top=1 - 0.35 / fig.get_figheight())
+
+
+def plot_levers_pass_at_k(table: pd.DataFrame, path: Path) -> None:
+    """Pass@k against k per (model, method), one line per side (plain and each lever)."""
+    import matplotlib.pyplot as plt
+
+    panels = sorted(table.groupby(["model", "method"]).groups) if len(table) else []
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.2 * max(1, len(panels)), 3.6), squeeze=False,
+                             sharey=True)
+    mean = table.groupby(["lever", "model", "method", "k"], as_index=False).pass_at_k.mean() if len(table) else table
+    for ax, (model, method) in zip(axes[0], panels):
+        for lever, d in mean[(mean.model == model) & (mean.method == method)].groupby("lever", sort=False):
+            ax.plot(d.k, d.pass_at_k, "o-" if lever == "plain" else ".--", color="black" if lever == "plain" else None,
+                    label=lever)
+        _label(ax, f"{model} · {method}", "k", "test pass@k")
+    _save(fig, path)

@@ -18,10 +18,17 @@ class Layout:
         self.models = self.root / "models"
 
     def capacity(self, n_facts: int) -> Layout:
-        """The capacity sub-study at one table size: its own data, runs and evaluations
-        under capacity/n<n_facts>/, the study's base models."""
+        """The capacity sub-study at one table size (capacity/n<n_facts>/)."""
+        return self._sub("capacity", f"n{n_facts}")
+
+    def lever(self, name: str) -> Layout:
+        """The levers sub-study of one lever (levers/<name>/)."""
+        return self._sub("levers", name)
+
+    def _sub(self, *parts: str) -> Layout:
+        """A sub-study: its own data, runs and evaluations under `parts`, the study's base models."""
         sub = copy.copy(self)
-        sub.root = self.root / "capacity" / f"n{n_facts}"
+        sub.root = self.root.joinpath(*parts)
         return sub
 
     @property

@@ -15,8 +15,8 @@ import pandas as pd
 
 from rankone.config import StudyConfig
 from rankone.figures import (FIGURES, SCORE_LABELS, method_order, plot_capacity, plot_capacity_falloff, plot_curves,
-                             plot_forest, plot_information, plot_lr_sweep, plot_lr_vs_rank, plot_rl_bits, plot_truncation,
-                             plot_updates)
+                             plot_forest, plot_information, plot_levers, plot_levers_pass_at_k, plot_lr_sweep,
+                             plot_lr_vs_rank, plot_rl_bits, plot_truncation, plot_updates)
 from rankone.io import atomic_path, git_state, package_versions, read_json
 from rankone.paths import Layout
 
@@ -111,6 +111,54 @@ def truncation_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, 
         "answer checker); full rank is the trained model itself. Kept = (score_k - base) / (score_full - base), "
         "paired by seed. At 1-8B scale the top direction is reported to keep over 99% (arXiv 2510.00553).",
         *truncation_findings(summary), ("figure", "truncation.png"), _round(summary), _round(per_lr),
+    ])]
+
+
+def lever_findings(cfg: StudyConfig, table: pd.DataFrame, eff: pd.DataFrame) -> list[str]:
+    """One generated sentence per lever: its verdicts against plain RL per (model, method), and
+    the episodes it took to the target reward against plain's."""
+    out = []
+    eff = eff.set_index(["lever", "model", "method"])
+    for lever, g in table.groupby("lever", sort=False):
+        changes = ", ".join(f"{k}: {v}" for k, v in cfg.levers.variants[lever].items())
+        parts = []
+        for (model, method), h in g.groupby(["model", "method"], sort=False):
+            metrics = "; ".join(f"{r.metric.replace('_at_', '@').replace('score', 'mean reward')} {r.gap:+.3f} "
+                                f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}] {r.verdict}" for r in h.itertuples())
+            mine, plain = eff.loc[(lever, model, method)], eff.loc[("plain", model, method)]
+            parts.append(f"{model} {method}: {metrics}; episodes to a training reward of "
+                         f"{cfg.levers.target_reward:g}: {_episodes(mine)} against plain's {_episodes(plain)}; "
+                         f"groups wasted {mine.wasted_group_share:.0%} against {plain.wasted_group_share:.0%}")
+        out.append(f"**{lever}** ({changes}) — " + ". ".join(parts) + ".")
+    return out
+
+
+def _episodes(r) -> str:
+    if r.reached_target == 0:
+        return "not reached"
+    seeds = "" if r.reached_target == r.seeds else f", {int(r.reached_target)} of {int(r.seeds)} seeds"
+    return f"{r.episodes_to_target:,.0f} ({r.seconds_to_target:.1f} s{seeds})"
+
+
+def levers_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, list]]:
+    """The levers experiment's section and figures (none without a levers section)."""
+    if cfg.levers is None:
+        return []
+    table = pd.read_csv(a / "levers.csv").fillna({"lr_edge": "", "plain_lr_edge": ""})
+    eff, passes = pd.read_csv(a / "levers_efficiency.csv"), pd.read_csv(a / "levers_pass_at_k.csv")
+    plot_levers(table, out / "levers.png")
+    plot_levers_pass_at_k(passes, out / "levers_pass_at_k.png")
+    show = ["lever", "model", "method", "metric", "lr", "lr_edge", "plain_lr", "plain_lr_edge", "test_value",
+            "plain_test_value", "gap", "ci_low", "ci_high", "seeds", "verdict", "reason"]
+    return [("Levers", [
+        f"The study's RL runs ({', '.join(cfg.levers.methods)}; seeds {cfg.levers.seeds}) with one lever switched "
+        f"on, each with its own lr sweep, against plain RL at its best lr, at equal episodes "
+        f"({cfg.rl.episode_budget:,} per run; the variance filter stops there). Gap = lever minus plain on test, "
+        f"paired by seed, judged by the equivalence rule (±{cfg.analysis.parity_threshold['rl']:g}). Pass@k is "
+        f"scored by this stage with {cfg.rl.group_size} samples per test prompt. For the controls (a fair-coin or "
+        "format-only reward), plain RL's lead over them is its gain beyond format and sharpening.",
+        *lever_findings(cfg, table, eff), ("figure", "levers.png"), ("figure", "levers_pass_at_k.png"),
+        _round(table[show]), _round(eff),
     ])]
 
 
@@ -307,6 +355,7 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
         ]),
         *capacity_section(cfg, at.analysis, at.report),
         *truncation_section(cfg, at.analysis, at.report),
+        *levers_section(cfg, at.analysis, at.report),
         ("Base policy", [
             "Pass@1 of each base model on RL train prompts it never saw (the warm-start reads only the task's "
             "warm-up split). The protocol asks for 5-60%: below, RL sees almost no reward variance; above, little "

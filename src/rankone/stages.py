@@ -47,8 +47,12 @@ STAGES: dict[str, Stage] = {
                         ("data", "models", "train", "analysis")),
     "capacity": Stage(("capacity.py", "analysis.py", "info.py"), ("analysis", "capacity"),
                       ("analysis", "train", "evaluate")),
-    "report": Stage(("report.py", "figures.py"), ("analysis", "capacity", "truncation"),
-                    ("analysis", "updates", "capacity", "truncation", "rollouts", "models")),
+    # Scores each chosen run's pass@k itself (evaluate's scorer) and reads each lever's runs.
+    "levers": Stage(("levers.py", "analysis.py", "evaluate.py", "models", "data.py", "info.py"),
+                    ("threads", "evaluate", "rollout.max_new_tokens", "tasks.rl", "rl", "analysis", "levers"),
+                    ("data", "models", "train", "evaluate", "analysis")),
+    "report": Stage(("report.py", "figures.py"), ("analysis", "capacity", "truncation", "levers"),
+                    ("analysis", "updates", "capacity", "truncation", "levers", "rollouts", "models")),
 }
 
 

@@ -28,6 +28,9 @@ CELL = "{regime}/{model}/{method}/lr{lr}"
 # layout under capacity/n<size>/ and shares its base models.
 CAPACITY = f"{RESULTS}/capacity/n{{n_facts}}"
 CAPACITY_SEEDS = STUDY.capacity.seeds if STUDY.capacity else []
+# A levers sub-study (one lever) mirrors the study's RL layout under levers/<name>/.
+LEVER = f"{RESULTS}/levers/{{lever}}"
+LEVER_SEEDS = STUDY.levers.seeds if STUDY.levers else []
 # Runs the library from this checkout (also inside a conda env, where rankone is not
 # installed). Relative to the working directory, so the command, a param, is the same
 # in every checkout and the between-workflow cache can match across them.
@@ -44,6 +47,7 @@ wildcard_constraints:
     method="fullft|lora-r[0-9]+(-attn|-mlp)?",
     lr="[0-9.e+-]+",
     n_facts="[0-9]+",
+    lever="[a-z][a-z0-9-]*",
 
 
 def code(stage):
@@ -72,18 +76,30 @@ def capacity_study(n_facts):
     return STUDY.capacity_study(int(n_facts))
 
 
+@functools.cache
+def lever_study(name):
+    return STUDY.lever_study(name)
+
+
 def scope(wildcards):
-    """(study, results root) of a job: the study's, or with an n_facts wildcard its capacity sub-study's."""
+    """(study, results root) of a job: the study's, or with an n_facts or lever wildcard
+    that capacity or lever sub-study's."""
     if "n_facts" in wildcards.keys():
         return capacity_study(wildcards.n_facts), CAPACITY.format(
             n_facts=wildcards.n_facts
         )
+    if "lever" in wildcards.keys():
+        return lever_study(wildcards.lever), LEVER.format(lever=wildcards.lever)
     return STUDY, RESULTS
 
 
 def scope_flag(wildcards):
-    """The CLI flag that puts a job in its capacity sub-study (empty for the study's own jobs)."""
-    return f" --capacity {wildcards.n_facts}" if "n_facts" in wildcards.keys() else ""
+    """The CLI flag that puts a job in its sub-study (empty for the study's own jobs)."""
+    if "n_facts" in wildcards.keys():
+        return f" --capacity {wildcards.n_facts}"
+    if "lever" in wildcards.keys():
+        return f" --lever {wildcards.lever}"
+    return ""
 
 
 def cell_id(wildcards):
@@ -138,17 +154,29 @@ def fullft_weights(regime=None):
     ]
 
 
-def capacity_files(stage):
-    """run.json of every capacity run (train), or each capacity evaluation (evaluate)."""
-    sizes = STUDY.capacity.n_facts if STUDY.capacity else []
+def sub_study_files(stage, studies):
+    """run.json of every run (train), or each evaluation (evaluate), of (study, root) pairs."""
     files = []
-    for n in sizes:
-        study, root = capacity_study(n), CAPACITY.format(n_facts=n)
+    for study, root in studies:
         if stage == "train":
             files += run_files("train", "run.json", study, root)
         else:
             files += evaluation_files(study, root)
     return files
+
+
+def capacity_files(stage):
+    sizes = STUDY.capacity.n_facts if STUDY.capacity else []
+    return sub_study_files(
+        stage, [(capacity_study(n), CAPACITY.format(n_facts=n)) for n in sizes]
+    )
+
+
+def lever_files(stage):
+    names = STUDY.levers.variants if STUDY.levers else {}
+    return sub_study_files(
+        stage, [(lever_study(n), LEVER.format(lever=n)) for n in names]
+    )
 
 
 # The optional experiments, each under the config section that turns it on: the tables its
@@ -161,6 +189,10 @@ OPTIONAL = {
     "truncation": {
         "tables": ("truncation.csv", "truncation_summary.csv", "truncation.json"),
         "figures": ("truncation",),
+    },
+    "levers": {
+        "tables": ("levers.csv", "levers_efficiency.csv", "levers_pass_at_k.csv"),
+        "figures": ("levers", "levers_pass_at_k"),
     },
 }
 

@@ -9,6 +9,7 @@ rule report:
     output:
         **optional_figures("capacity", "Information"),
         **optional_figures("truncation", "Update structure"),
+        **optional_figures("levers", "Levers"),
         md=f"{REPORT}/report.md",
         html=f"{REPORT}/index.html",
         forest=report(

@@ -10,8 +10,10 @@ Simplifications of GRPO, each deliberate:
 
 Levers (config `rl`, all off by default): `advantage_sign` learns from positive-only
 (PSR) or negative-only (NSR) advantages; `reward` swaps the task's checker for a
-format-only reward or a fair coin (the controls). The logged `reward` is always the
-task's checker; `train_reward` is what the update saw.
+format-only reward or a fair coin (the controls); `variance_filter` drops groups whose
+rewards are all equal and refills the batch from fresh prompts, and the run then ends
+at plain RL's episode budget. The logged `reward` is always the task's checker;
+`train_reward` is what the update saw.
 
 Every step checks that the sampler is the learner: the mean |log p_sampler -
 log p_learner| over sampled tokens is logged and the run stops when it passes
@@ -20,8 +22,10 @@ log p_learner| over sampled tokens is logged and the run stops when it passes
 
 from __future__ import annotations
 
+import math
 import random
 import time
+import zlib
 from pathlib import Path
 
 import torch
@@ -109,6 +113,18 @@ def check_fresh(gap_mean: float, threshold: float, where: str) -> None:
         )
 
 
+def pad_cat(tensors_B_C: list[torch.Tensor]) -> torch.Tensor:
+    """Rows of several batches in one tensor, each right-padded with zeros to the longest completion."""
+    C = max(t.shape[1] for t in tensors_B_C)
+    return torch.cat([torch.nn.functional.pad(t, (0, C - t.shape[1])) for t in tensors_B_C])
+
+
+def refill_size(missing: int, left: int, G: int) -> int:
+    """Prompts to sample next under the variance filter: the groups still missing from the
+    batch, as far as the episodes left in the budget allow."""
+    return max(0, min(missing, left // G))
+
+
 def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
     r, rl = cfg.rollout, cfg.rl
     ctx = Run.start(cfg, run, model_dir, out_dir)
@@ -120,72 +136,96 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
         prompt_rng.sample(rows, rl.prompts_per_step)
     G = rl.group_size
     status, info_bound_bits = "completed", ctx.state.get("info_bound_bits", 0.0)
-    for step in range(ctx.start_step, rl.steps):
-        t0 = time.time()
-        batch = prompt_rng.sample(rows, rl.prompts_per_step)
-        torch.manual_seed(run.seed * 1_000_003 + step)
-        samples = engine.sample([row["prompt"] for row in batch], G)
-        t_sample = time.time() - t0
+    episodes = ctx.state.get("episodes", ctx.start_step * rl.prompts_per_step * G)
 
+    def play(batch: list[dict], step: int) -> dict:
+        """Sample a group per prompt and score it: what one rollout call adds to the step."""
+        samples = engine.sample([row["prompt"] for row in batch], G)
         answers = [batch[i // G]["answer"] for i in range(len(samples.texts))]
         task_rewards_B = training_rewards("task", task, samples.texts, answers, run.seed, step)
         rewards_B = task_rewards_B if rl.reward == "task" else training_rewards(rl.reward, task, samples.texts,
                                                                                   answers, run.seed, step)
-        rewards_P_G = rewards_B.view(len(batch), G)
-        advantages_P_G, keep_P = group_advantages(rewards_P_G, rl.advantage_sign)
-        group_bits_P = torch.tensor([entropy_bits(g.tolist()) for g in rewards_P_G])
-        info_bound_bits += float(group_bits_P.sum() * G)
-
-        mask_B_C = samples.completion_mask_B_C.float()
+        advantages_P_G, keep_P = group_advantages(rewards_B.view(len(batch), G), rl.advantage_sign)
         learner_logprobs_B_C = completion_logprobs(
             policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C,
             samples.completion_mask_B_C, r.temperature,
         )
-        gap_mean, gap_max = sampler_gap(learner_logprobs_B_C, samples.sampler_logprobs_B_C, mask_B_C)
+        return {"samples": samples, "task_rewards_B": task_rewards_B, "rewards_B": rewards_B,
+                "advantages_P_G": advantages_P_G, "keep_P": keep_P, "learner_logprobs_B_C": learner_logprobs_B_C}
+
+    step = ctx.start_step
+    while size := refill_size(rl.prompts_per_step, rl.episode_budget - episodes, G):  # plain RL: rl.steps steps
+        t0 = time.time()
+        batch = prompt_rng.sample(rows, rl.prompts_per_step)[:size]
+        torch.manual_seed(run.seed * 1_000_003 + step)
+        rounds = [play(batch, step)]
+        if rl.variance_filter:  # refill the groups without signal from fresh prompts, within the budget
+            refill = random.Random(f"refill:{run.seed}:{step}")
+            while n := refill_size(rl.prompts_per_step - sum(int(x["keep_P"].sum()) for x in rounds),
+                                   rl.episode_budget - episodes - sum(len(x["rewards_B"]) for x in rounds), G):
+                torch.manual_seed(zlib.crc32(f"refill:{run.seed}:{step}:{len(rounds)}".encode()))
+                rounds.append(play(refill.sample(rows, n), step))
+        t_sample = time.time() - t0
+
+        task_rewards_B, rewards_B = (torch.cat([x[k] for x in rounds]) for k in ("task_rewards_B", "rewards_B"))
+        advantages_P_G, keep_P = (torch.cat([x[k] for x in rounds]) for k in ("advantages_P_G", "keep_P"))
+        group_bits_P = torch.tensor([entropy_bits(g.tolist()) for g in rewards_B.view(-1, G)])
+        info_bound_bits += float(group_bits_P.sum() * G)
+        episodes += len(rewards_B)
+
+        mask_B_C = pad_cat([x["samples"].completion_mask_B_C for x in rounds]).float()
+        sampler_logprobs_B_C = pad_cat([x["samples"].sampler_logprobs_B_C for x in rounds])
+        learner_logprobs_B_C = pad_cat([x["learner_logprobs_B_C"] for x in rounds])
+        gap_mean, gap_max = sampler_gap(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C)
         if gap_mean > rl.max_logprob_gap:  # never learn from another policy's rollouts
             engine.close()
             ctx.finish("stale-sampler")
             check_fresh(gap_mean, rl.max_logprob_gap, f"{run.path} step {step}")
-        loss = policy_gradient_loss(learner_logprobs_B_C, samples.sampler_logprobs_B_C, mask_B_C, advantages_P_G,
-                                    keep_P)
+        # Under the filter only the groups with signal enter the update (without it they carry
+        # zero advantage anyway, and the loss averages over the groups that carry signal).
+        groups_P, rows_B = (keep_P, keep_P.repeat_interleave(G)) if rl.variance_filter else (slice(None),) * 2
+        loss = policy_gradient_loss(learner_logprobs_B_C[rows_B], sampler_logprobs_B_C[rows_B], mask_B_C[rows_B],
+                                    advantages_P_G[groups_P], keep_P[groups_P])
         grad_norm = ctx.step_optimizer(loss) if keep_P.any() else 0.0
         engine.sync(policy)  # the next rollouts must come from the weights just updated
 
-        ratio_B_C = importance_ratio(learner_logprobs_B_C.detach(), samples.sampler_logprobs_B_C, mask_B_C)
+        ratio_B_C = importance_ratio(learner_logprobs_B_C.detach(), sampler_logprobs_B_C, mask_B_C)
         ratio_vals = ratio_B_C[mask_B_C.bool()]
         ctx.metrics.append({
             "step": step,
             "reward": float(task_rewards_B.mean()),  # the task's checker, whatever the trainer learns from
             "train_reward": float(rewards_B.mean()),
-            "zero_variance_share": float(1 - keep_P.float().mean()),
+            "zero_variance_share": float(1 - keep_P.float().mean()),  # of the groups sampled
             "logprob_gap_mean": gap_mean,
             "logprob_gap_max": gap_max,
             "ratio_mean": float(ratio_vals.mean()),
             "ratio_min": float(ratio_vals.min()),
             "ratio_max": float(ratio_vals.max()),
-            "entropy": float(-(samples.sampler_logprobs_B_C * mask_B_C).sum() / mask_B_C.sum()),
+            "entropy": float(-(sampler_logprobs_B_C * mask_B_C).sum() / mask_B_C.sum()),
             "reward_entropy_bits": entropy_bits(rewards_B.tolist()),
             "advantage_entropy_bits": float(group_bits_P.mean()),
             "info_bound_bits": info_bound_bits,
-            "episodes": (step + 1) * len(batch) * G,
+            "episodes": episodes,
             "grad_norm": grad_norm,
             "loss": float(loss.detach()),
             "tokens": int(mask_B_C.sum()),
-            "unparseable_share": unparseable_share(task, samples.texts),
+            "unparseable_share": unparseable_share(task, [t for x in rounds for t in x["samples"].texts]),
+            **({"groups_sampled": len(keep_P), "groups_used": int(keep_P.sum())} if rl.variance_filter else {}),
         })
         ctx.timings.append({"step": step, "sample_seconds": t_sample, "seconds": time.time() - t0})
         if diverged(float(loss.detach())) or diverged(grad_norm):
             status = "diverged"
             log.warning("%s: diverged at step %d (loss %s, grad norm %s)", run.path, step, float(loss), grad_norm)
             break
-        ctx.state["info_bound_bits"] = info_bound_bits
-        ctx.checkpoint(rl.checkpoint_every, rl.steps)
-        if (step + 1) % rl.log_every == 0 or step + 1 == rl.steps:
-            log.info("%s step %d/%d reward %.3f zero-var %.2f gap %.1e (%.2f s/step)", run.path, step + 1,
-                     rl.steps, float(task_rewards_B.mean()), 1 - float(keep_P.float().mean()), gap_mean,
-                     time.time() - t0)
+        ctx.state.update(info_bound_bits=info_bound_bits, episodes=episodes)
+        ctx.checkpoint(rl.checkpoint_every, rl.steps if not rl.variance_filter else math.inf)
+        if (step + 1) % rl.log_every == 0 or episodes >= rl.episode_budget:
+            log.info("%s step %d, %d/%d episodes: reward %.3f zero-var %.2f gap %.1e (%.2f s/step)", run.path,
+                     step + 1, episodes, rl.episode_budget, float(task_rewards_B.mean()),
+                     float(1 - keep_P.float().mean()), gap_mean, time.time() - t0)
+        step += 1
     engine.close()
-    ctx.state["info_bound_bits"] = info_bound_bits
+    ctx.state.update(info_bound_bits=info_bound_bits, episodes=episodes)
     collapse = format_collapse([m["unparseable_share"] for m in ctx.metrics], rl.format_collapse_share,
                                rl.format_collapse_window)
     if collapse["flagged"]:

@@ -1,0 +1,57 @@
+# The levers experiment (config `levers:`): the study's RL runs with one lever switched on,
+# each lever a sub-study under levers/<name>/ run by the data, train and evaluate rules'
+# own commands (with --lever), then one stage that sets each against plain RL.
+
+
+use rule data as lever_data with:
+    output:
+        train=f"{LEVER}/data/{{regime}}/train.jsonl",
+        val=f"{LEVER}/data/{{regime}}/val.jsonl",
+        test=f"{LEVER}/data/{{regime}}/test.jsonl",
+        warmup=f"{LEVER}/data/{{regime}}/warmup.jsonl",
+        manifest=f"{LEVER}/data/{{regime}}/manifest.json",
+    log:
+        f"{RESULTS}/logs/levers/{{lever}}/data/{{regime}}.log",
+
+
+use rule train as lever_train with:
+    output:
+        metrics=seed_outputs(LEVER, LEVER_SEEDS, "metrics.jsonl"),
+        timings=seed_outputs(LEVER, LEVER_SEEDS, "timings.jsonl"),
+        weights=directory(seed_outputs(LEVER, LEVER_SEEDS, "weights")),
+        run=seed_outputs(LEVER, LEVER_SEEDS, "run.json"),
+    log:
+        f"{RESULTS}/logs/levers/{{lever}}/train/{CELL}.log",
+
+
+use rule evaluate as lever_evaluate with:
+    output:
+        f"{LEVER}/evaluate/{{regime}}/{{model}}/{{method}}/metrics.jsonl",
+    log:
+        f"{RESULTS}/logs/levers/{{lever}}/evaluate/{{regime}}/{{model}}/{{method}}.log",
+
+
+rule levers:
+    input:  # run.json is written last, after the weights
+        train=lever_files("train"),
+        evaluate=lever_files("evaluate"),
+        analysis=f"{RESULTS}/analysis/runs.csv",
+        best=f"{RESULTS}/analysis/best_lr.csv",
+        models=expand(f"{RESULTS}/models/{{model}}", model=STUDY.models),
+        test=f"{RESULTS}/data/rl/test.jsonl",
+    output:
+        table=f"{RESULTS}/analysis/levers.csv",
+        efficiency=f"{RESULTS}/analysis/levers_efficiency.csv",
+        pass_at_k=f"{RESULTS}/analysis/levers_pass_at_k.csv",
+    log:
+        f"{RESULTS}/logs/levers.log",
+    conda:
+        ML_ENV
+    threads: STUDY.threads
+    params:
+        rankone=RANKONE,
+        config=STUDY_CONFIG,
+        code=code("levers"),
+        digest=digest("levers"),
+    shell:
+        "{params.rankone} levers --config {params.config} 2> {log}"
