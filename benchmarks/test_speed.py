@@ -60,8 +60,7 @@ def test_sampling_tokens_per_second(benchmark, tmp_path, model_name, engine_name
 @pytest.mark.parametrize("method", ["fullft", "lora-r1", "lora-r64"])
 def test_sft_step(benchmark, method):
     model, tokenizer = tiny("qwen3-tiny")
-    rank = None if method == "fullft" else int(method.split("-r")[1])
-    policy = make_policy(model, rank, 32, "all-linear")
+    policy = make_policy(model, method, DEFAULT.lora, "all-linear")
     optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=1e-3)
     rows = [(f"key{i % 26:02d}:", f"{i:04d}") for i in range(DEFAULT.sft.batch_size)]
     prompt_ids, prompt_mask = encode_prompts(tokenizer, [p for p, _ in rows])

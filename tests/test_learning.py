@@ -27,11 +27,11 @@ def sequence_logprobs(policy, samples) -> torch.Tensor:
                                samples.completion_mask_B_C).sum(-1)
 
 
-@pytest.mark.parametrize("rank, lr", [(None, 1e-3), (1, 1e-2)], ids=["fullft", "lora-r1"])
-def test_policy_gradient_raises_the_log_prob_of_rewarded_completions(study, rank, lr):
+@pytest.mark.parametrize("method, lr", [("fullft", 1e-3), ("lora-r1", 1e-2)])
+def test_policy_gradient_raises_the_log_prob_of_rewarded_completions(study, method, lr):
     cfg, at = study
     model, tokenizer = load_base(at.model("qwen3-tiny"))
-    policy = make_policy(model, rank, cfg.lora.alpha, "all-linear")
+    policy = make_policy(model, method, cfg.lora, "all-linear")
     prompts = [row["prompt"] for row in read_jsonl(at.data("rl") / "train.jsonl")[:8]]
     torch.manual_seed(0)
     samples = make_engine("hf", policy, tokenizer, 1.0, cfg.rollout.max_new_tokens).sample(prompts, G)
@@ -67,7 +67,7 @@ def test_sft_steps_lower_the_nll_of_the_trained_answers(study, tmp_path, path):
     TRAINERS["sft"](short, run, at.model(run.model), at.data("sft"), tmp_path)
     rows = read_jsonl(at.data("sft") / "train.jsonl")
     base, tokenizer = load_base(at.model(run.model))
-    trained, _ = load_policy(at.model(run.model), tmp_path / "weights", run.rank)
+    trained, _ = load_policy(at.model(run.model), tmp_path / "weights", run.method)
     before, tokens = answer_nll_nats(base, tokenizer, rows)
     after, _ = answer_nll_nats(trained, tokenizer, rows)
     assert after < before - 0.05 * tokens  # at least 0.05 nats per answer token better

@@ -1,8 +1,10 @@
 import pytest
 
-from rankone.config import validate
+from rankone.config import LoraConfig, validate
 from rankone.models.load import load_base, make_policy, trainable_parameters
 from tests.conftest import smoke_dict
+
+LORA = LoraConfig(alpha=32)
 
 
 @pytest.mark.parametrize("rank", [1, 2, 4])
@@ -15,13 +17,13 @@ def test_trainable_parameters_are_r_times_din_plus_dout(study, rank, scope):
     )
     for model_name in cfg.models:
         model, _ = load_base(at.model(model_name))
-        assert trainable_parameters(make_policy(model, rank, 32, scope)) == expected
+        assert trainable_parameters(make_policy(model, f"lora-r{rank}", LORA, scope)) == expected
 
 
 def test_lora_init_matches_original_setup(study):
     cfg, at = study
     model, _ = load_base(at.model(cfg.models[0]))
-    policy = make_policy(model, 4, 32, "all-linear")
+    policy = make_policy(model, "lora-r4", LORA, "all-linear")
     for name, p in policy.named_parameters():
         if "lora_B" in name:
             assert p.abs().sum() == 0  # B = 0: the adapter starts as a no-op
@@ -38,7 +40,7 @@ def test_fullft_trains_everything(study):
     cfg, at = study
     model, _ = load_base(at.model(cfg.models[0]))
     total = sum(p.numel() for p in model.parameters())
-    assert trainable_parameters(make_policy(model, None, 32, "all-linear")) == total
+    assert trainable_parameters(make_policy(model, "fullft", LORA, "all-linear")) == total
 
 
 @pytest.mark.parametrize("method, layers", [("lora-r2-attn", 4), ("lora-r2-mlp", 3), ("lora-r2", 7)])
@@ -48,6 +50,54 @@ def test_method_suffix_sets_the_adapted_layers(study, method, layers):
     shapes = scoped.adapted_shapes(method)
     assert len(shapes) == layers
     model, _ = load_base(at.model(cfg.models[0]))
-    policy = make_policy(model, 2, 32, scoped.scope(method))
+    policy = make_policy(model, method, LORA, scoped.scope(method))
     expected = cfg.architecture.num_hidden_layers * sum(2 * (i + o) for i, o in shapes.values())
     assert trainable_parameters(policy) == expected
+
+
+@pytest.mark.parametrize("u, tying", [(1, 1.0), (16, 1.0), (4, 0.0)])
+def test_tinylora_trains_u_parameters_per_group_of_tied_layers(study, u, tying):
+    cfg, at = study
+    model, _ = load_base(at.model("qwen3-tiny"))
+    lora = LoraConfig(alpha=32, tinylora_weight_tying=tying)
+    groups = 1 if tying == 1.0 else cfg.architecture.num_hidden_layers * 7  # untied: one v per adapted layer
+    assert trainable_parameters(make_policy(model, f"tinylora-u{u}", lora, "all-linear")) == u * groups
+
+
+def test_tinylora_update_lives_in_the_top_r_singular_directions_of_the_base_weight(study):
+    import torch
+
+    cfg, at = study
+    model, _ = load_base(at.model("llama-tiny"))
+    base = {n: w.clone() for n, w in model.state_dict().items()}
+    policy = make_policy(model, "tinylora-u8", LoraConfig(alpha=32, tinylora_r=2), "all-linear")
+    with torch.no_grad():
+        for p in policy.parameters():
+            if p.requires_grad:
+                p.copy_(torch.linspace(-1, 1, p.numel()))
+    merged = policy.merge_and_unload().state_dict()
+    name = "model.layers.0.mlp.down_proj.weight"
+    delta, w = merged[name] - base[name], base[name]
+    assert delta.abs().max() > 1e-3  # a non-zero update...
+    assert int(torch.linalg.matrix_rank(delta, atol=1e-5)) == 2  # ...of rank r
+    u, _, vh = torch.linalg.svd(w)
+    outside = delta - u[:, :2] @ (u[:, :2].T @ delta)  # left part outside the top-2 directions of W
+    assert outside.abs().max() < 1e-5 and (delta - (delta @ vh[:2].T) @ vh[:2]).abs().max() < 1e-5
+    unchanged = [n for n in base if "layers" in n and "norm" in n]
+    assert all(torch.equal(merged[n], base[n]) for n in unchanged)
+
+
+def test_tinylora_needs_its_own_grid_and_the_hf_engine():
+    from rankone.config import ConfigError, method_label, method_position
+
+    with pytest.raises(ConfigError, match=r"tinylora-u4'\] need learning_rates.<regime>.tinylora"):
+        validate(smoke_dict(methods=["fullft", "tinylora-u4"], levers=None))
+    grids = {g: {"fullft": [1e-3], "lora": [1e-2], "tinylora": [1e-2]} for g in ("rl", "sft")}
+    cfg = validate(smoke_dict(methods=["fullft", "tinylora-u4"], levers=None, learning_rates=grids))
+    assert [r.lr for r in cfg.runs() if r.method == "tinylora-u4"][0] == 1e-2
+    assert [m for m in sorted(["fullft", "lora-r1", "tinylora-u64", "tinylora-u1"], key=method_position)] == [
+        "tinylora-u1", "tinylora-u64", "lora-r1", "fullft"]
+    assert method_label("tinylora-u13") == "TinyLoRA u=13" and method_label("lora-r4-mlp") == "rank 4"
+    with pytest.raises(ConfigError, match="cannot serve TinyLoRA"):
+        validate(smoke_dict(methods=["fullft", "tinylora-u4"], levers=None, learning_rates=grids,
+                            rollout={"engine": "vllm"}))

@@ -51,7 +51,7 @@ def test_importance_ratio_is_one_on_policy(study):
     cfg, at = study
     for model_name in cfg.models:
         model, tokenizer = load_base(at.model(model_name))
-        policy = make_policy(model, 1, 32, "all-linear")
+        policy = make_policy(model, "lora-r1", cfg.lora, "all-linear")
         with torch.no_grad():  # a non-zero adapter, so LoRA is really in the path
             for name, p in policy.named_parameters():
                 if "lora_B" in name:

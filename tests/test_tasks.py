@@ -82,3 +82,15 @@ def test_facts_bits_and_probes():
 
 def test_registry():
     assert set(TASKS) >= {"arithmetic", "facts"}
+
+
+def test_binary_facts_hold_one_bit_a_fact():
+    from rankone.tasks.facts import Facts, FactsParams
+
+    params = FactsParams(n_facts=400, digits=1, alphabet=2, n_val=20, n_test=30)
+    splits = Facts.splits(params, seed=0)
+    answers = [r["answer"] for r in splits["train"]]
+    assert set(answers) == {"0", "1"} and 150 < answers.count("1") < 250
+    assert Facts.information_bits(params, splits["train"]) == 400.0
+    ten = FactsParams(n_facts=400, digits=2, n_val=20, n_test=30)
+    assert Facts.information_bits(ten, Facts.splits(ten, 0)["train"]) == pytest.approx(400 * 2 * 3.321928, rel=1e-6)

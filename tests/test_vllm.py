@@ -26,7 +26,7 @@ def engines(study):
         key = (model_name, rank, random_adapter)
         if key not in made:
             model, tokenizer = load_base(at.model(model_name))
-            policy = make_policy(model, rank, cfg.lora.alpha, "all-linear")
+            policy = make_policy(model, "fullft" if rank is None else f"lora-r{rank}", cfg.lora, "all-linear")
             if random_adapter:
                 with torch.no_grad():  # a random non-zero adapter: LoRA is really in the path
                     gen = torch.Generator().manual_seed(1)

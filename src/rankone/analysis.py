@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rankone.config import StudyConfig
+from rankone.config import StudyConfig, lora_rank, method_kind
 from rankone.info import bits_stored
 from rankone.io import atomic_path, read_json, read_jsonl, write_json
 from rankone.paths import Layout
@@ -215,7 +215,7 @@ def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.Dat
                 if column not in mine:
                     continue
                 out.append({
-                    "regime": regime, "model": model, "method": method, "rank": int(g["rank"].iloc[0]),
+                    "regime": regime, "model": model, "method": method, "rank": lora_rank(method),
                     "metric": metric, "lr": float(g["lr"].iloc[0]), "lr_edge": edges[(regime, model, method)],
                     "fullft_lr": float(fullft["lr"].iloc[0]), "fullft_lr_edge": edges[(regime, model, "fullft")],
                     "test_value": float(mine[column].mean()), "fullft_test_value": float(fullft[column].mean()),
@@ -249,7 +249,7 @@ def lr_vs_rank(best: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (regime, model), g in best.groupby(["regime", "model"]):
         full = g[g.method == "fullft"].lr
-        lora = g[g.method != "fullft"]
+        lora = g[g.method.map(method_kind) == "lora"]
         spread = math.log10(lora.lr.max() / lora.lr.min()) if len(lora) else math.nan
         for r in lora.itertuples():
             rows.append({"regime": regime, "model": model, "method": r.method, "best_lr": r.lr,
@@ -263,7 +263,7 @@ def early_coincidence(curves: pd.DataFrame, early_steps: int) -> pd.DataFrame:
     """At each lr that every LoRA rank ran: the largest gap between the ranks' mean curves
     (over seeds) in the first `early_steps` steps. Small = ranks learn alike early (1/r scaling)."""
     rows = []
-    lora = curves[(curves.method != "fullft") & (curves.step < early_steps)]
+    lora = curves[(curves.method.map(method_kind) == "lora") & (curves.step < early_steps)]
     for (regime, model, lr), g in lora.groupby(["regime", "model", "lr"]):
         table = g.groupby(["step", "method"])["value"].mean().unstack("method")
         if table.shape[1] < 2:
@@ -310,6 +310,10 @@ def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: La
         table["sft_dataset_bits"] = read_json(at.data("sft") / "manifest.json")["information_bits"]
         sft = table.regime == "sft"
         table.loc[sft, "bits_stored"] = bits_stored(table.sft_dataset_bits[sft], table.train_nll_bits_final[sft])
+    if "rl" in cfg.regimes and cfg.tasks["rl"].task().stores_table:  # RL on a table: the same estimator
+        table["rl_dataset_bits"] = read_json(at.data("rl") / "manifest.json")["information_bits"]
+        rl = table.regime == "rl"
+        table.loc[rl, "bits_stored"] = bits_stored(table.rl_dataset_bits[rl], table.train_nll_bits_final[rl])
     return table
 
 

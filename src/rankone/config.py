@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -17,8 +18,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-# fullft, or lora-r<rank> with an optional layer scope: -attn (attention only), -mlp (MLP only).
-METHOD_PATTERN = re.compile(r"^(fullft|lora-r([1-9][0-9]*)(?:-(attn|mlp))?)$")
+# fullft; lora-r<rank> with an optional layer scope: -attn (attention only), -mlp (MLP only);
+# or tinylora-u<u>: TinyLoRA with a trainable vector of u entries (shared by every adapted layer by default).
+METHOD_PATTERN = re.compile(r"^(fullft|lora-r([1-9][0-9]*)(?:-(attn|mlp))?|tinylora-u([1-9][0-9]*))$")
 SCOPES = {"attn": "attention", "mlp": "mlp"}
 SCOPE_LAYERS = {
     "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
@@ -169,17 +171,30 @@ class SFTConfig(Strict):
 class LoraConfig(Strict):
     alpha: float = Field(32, gt=0, description="LoRA alpha; the update is scaled by alpha / r.")
     target_modules: Literal["all-linear", "attention", "mlp"] = Field(
-        "all-linear", description="Which linear layers get adapters."
+        "all-linear", description="Which linear layers get adapters (LoRA and TinyLoRA)."
+    )
+    tinylora_r: int = Field(
+        2, gt=0, description="TinyLoRA: rank of the frozen SVD of each base weight that its update lives in "
+        "(delta W = U_r S_r^1/2 R S_r^1/2 V_r^T, R = sum_i v_i P_i with fixed random P_i; the paper uses 2)."
+    )
+    tinylora_weight_tying: float = Field(
+        1.0, ge=0, le=1, description="TinyLoRA: share of adapted layers that share one trainable vector v (1.0: "
+        "all share one, so tinylora-u<u> trains u parameters in all; 0.0: one v per layer)."
     )
 
 
 class LRGrid(Strict):
     fullft: list[float] = Field(description="Learning rates for full fine-tuning.")
     lora: list[float] = Field(description="Learning rates for every LoRA rank.")
+    tinylora: list[float] | None = Field(
+        None, description="Learning rates for every TinyLoRA size (needed when a tinylora-u<u> method is listed)."
+    )
 
-    @field_validator("fullft", "lora")
+    @field_validator("fullft", "lora", "tinylora")
     @classmethod
-    def _grid(cls, grid: list[float]) -> list[float]:
+    def _grid(cls, grid: list[float] | None) -> list[float] | None:
+        if grid is None:
+            return grid
         if not grid:
             raise ValueError("learning-rate grid is empty")
         if any(lr <= 0 for lr in grid):
@@ -392,6 +407,14 @@ class StudyConfig(Grid):
                 raise ValueError(f"tasks.{regime} is missing but regime {regime!r} is listed in regimes")
             if regime not in self.learning_rates:
                 raise ValueError(f"learning_rates.{regime} is missing but regime {regime!r} is listed in regimes")
+        tiny = [m for m in self.methods + (self.capacity.methods if self.capacity else [])
+                if method_kind(m) == "tinylora"]
+        if tiny:
+            missing = [g for g, grid in self.learning_rates.items() if grid.tinylora is None]
+            if missing:
+                raise ValueError(f"methods {tiny} need learning_rates.<regime>.tinylora (missing for {missing})")
+            if self.rollout.engine == "vllm":
+                raise ValueError(f"methods {tiny}: rollout.engine 'vllm' cannot serve TinyLoRA adapters; use 'hf'")
         if self.rollout.engine == "vllm":
             from rankone.rollouts.vllm import SUPPORTED_HEAD_SIZES
 
@@ -474,7 +497,7 @@ class StudyConfig(Grid):
 
     def scope(self, method: str) -> str:
         """Which linear layers a LoRA method adapts: its -attn/-mlp suffix, else lora.target_modules."""
-        suffix = METHOD_PATTERN.match(method)[3]
+        suffix = METHOD_PATTERN.match(method)[3]  # None for fullft, tinylora and all-linear LoRA
         return SCOPES[suffix] if suffix else self.lora.target_modules
 
     def adapted_shapes(self, method: str = "lora-r1") -> dict[str, tuple[int, int]]:
@@ -505,8 +528,7 @@ class StudyConfig(Grid):
         return runs
 
     def lr_grid(self, regime: str, method: str) -> list[float]:
-        grid = self.learning_rates[regime]
-        return grid.fullft if method == "fullft" else grid.lora
+        return getattr(self.learning_rates[regime], method_kind(method))
 
     def digest(self, *sections: str) -> str:
         """Hash of the named dotted sections (all when none): what a stage's outputs depend on."""
@@ -562,7 +584,8 @@ def check_methods(methods: list[str]) -> list[str]:
     for m in methods:
         if not METHOD_PATTERN.match(m):
             raise ValueError(
-                f"unknown method {m!r}; use 'fullft' or 'lora-r<rank>[-attn|-mlp]' (e.g. lora-r1, lora-r16-mlp)"
+                f"unknown method {m!r}; use 'fullft', 'lora-r<rank>[-attn|-mlp]' (e.g. lora-r1, lora-r16-mlp) or "
+                "'tinylora-u<u>' (e.g. tinylora-u16)"
             )
     return check_unique(methods, "methods")
 
@@ -579,11 +602,44 @@ def _lookup(data: dict, dotted: str):
     return data
 
 
-def lora_rank(method: str) -> int | None:
+def _method(method: str) -> re.Match:
     m = METHOD_PATTERN.match(method)
     if not m:
         raise ConfigError(f"unknown method {method!r}")
+    return m
+
+
+def lora_rank(method: str) -> int | None:
+    """A LoRA method's rank; None for FullFT and TinyLoRA."""
+    m = _method(method)
     return int(m[2]) if m[2] else None
+
+
+def tinylora_size(method: str) -> int | None:
+    """A TinyLoRA method's u (entries of its trainable vector); None otherwise."""
+    m = _method(method)
+    return int(m[4]) if m[4] else None
+
+
+def method_kind(method: str) -> Literal["fullft", "lora", "tinylora"]:
+    m = _method(method)
+    return "lora" if m[2] else "tinylora" if m[4] else "fullft"
+
+
+def method_position(method: str) -> float:
+    """Where a method sorts, by capacity: TinyLoRA sizes (below 1), LoRA ranks, then FullFT."""
+    kind = method_kind(method)
+    if kind == "fullft":
+        return math.inf
+    return lora_rank(method) if kind == "lora" else tinylora_size(method) / 1e9
+
+
+def method_label(method: str) -> str:
+    """How the report names a method: FullFT, rank <r>, TinyLoRA u=<u>."""
+    kind = method_kind(method)
+    if kind == "fullft":
+        return "FullFT"
+    return f"rank {lora_rank(method)}" if kind == "lora" else f"TinyLoRA u={tinylora_size(method)}"
 
 
 def lr_tag(lr: float) -> str:

@@ -3,8 +3,9 @@
 One job per (regime, model, method) evaluates all its learning rates and seeds, so
 data, tokenizer and base model load once (a process per run cost more than the
 evaluation itself). Greedy accuracy, sampled pass@1 and mean reward for both regimes; for SFT also the
-negative log-likelihood of the answers (test NLL), and the bits absorbed: the drop in
-total NLL of the training set from the base model to the trained one.
+negative log-likelihood of the answers (test NLL); for SFT, and for RL on a table of
+known entropy (facts), the final total NLL of the training set and the bits absorbed:
+its drop from the base model to the trained one.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def evaluate_run(cfg: StudyConfig, run: RunId, model_dir: Path, splits: dict, ba
     result: dict = {"run": run.path, "status": trained["status"]}
     if trained["status"] != "completed":
         return result
-    model, tokenizer = load_policy(model_dir, train_dir / "weights", run.rank)
+    model, tokenizer = load_policy(model_dir, train_dir / "weights", run.method)
     task = cfg.tasks[run.regime].task()
     for split in ("val", "test"):
         rows = splits[split]
@@ -76,7 +77,7 @@ def evaluate_run(cfg: StudyConfig, run: RunId, model_dir: Path, splits: dict, ba
             nats, tokens = answer_nll_nats(model, tokenizer, rows)
             result[split]["nll"] = nats / tokens
             result[split]["nll_bits_per_token"] = nats / tokens * NATS_TO_BITS
-    if run.regime == "sft":
+    if base_train_nats is not None:
         final_nats, _ = answer_nll_nats(model, tokenizer, splits["train"])
         result["train_nll_bits_base"] = base_train_nats * NATS_TO_BITS
         result["train_nll_bits_final"] = final_nats * NATS_TO_BITS
@@ -94,7 +95,7 @@ def run(cfg: StudyConfig, regime: str, model: str, method: str, at) -> list[dict
     data_dir, model_dir = at.data(regime), at.model(model)
     splits = {s: read_jsonl(data_dir / f"{s}.jsonl")[: cfg.evaluate.n_prompts] for s in ("val", "test")}
     base_train_nats = None
-    if regime == "sft":
+    if regime == "sft" or cfg.tasks[regime].task().stores_table:  # bits stored, the same estimator in both regimes
         splits["train"] = read_jsonl(data_dir / "train.jsonl")
         base, tokenizer = load_base(model_dir)
         base_train_nats, _ = answer_nll_nats(base, tokenizer, splits["train"])

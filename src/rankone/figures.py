@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rankone.config import lora_rank
+from rankone.config import lora_rank, method_position
 
 FIGURES = {
     "forest.png": "The answer: each LoRA rank's test gap to FullFT (each at its best lr on val, paired by seed) with "
@@ -45,7 +45,7 @@ SCORE_LABELS = {"rl": "mean reward", "sft": "-NLL (nats/token)"}
 
 
 def method_order(methods) -> list[str]:
-    return sorted(set(methods), key=lambda m: (lora_rank(m) is None, lora_rank(m) or 0, m))
+    return sorted(set(methods), key=lambda m: (method_position(m), m))
 
 
 def _colors(methods):
@@ -357,8 +357,9 @@ def plot_forest(verdicts: pd.DataFrame, path: Path) -> None:
     fig, axes = plt.subplots(1, max(1, len(regimes)), figsize=(5.6 * max(1, len(regimes)), 1.3 + 0.42 * rows),
                              squeeze=False)
     for ax, regime in zip(axes[0], regimes):
-        d = v[v.regime == regime].sort_values(["model", "rank"])
-        _forest(ax, d, [f"{r.model} · r{r.rank}" for r in d.itertuples()],
+        d = v[v.regime == regime]
+        d = d.assign(position=d.method.map(method_position)).sort_values(["model", "position"], kind="stable")
+        _forest(ax, d, [f"{r.model} · {r.method.removeprefix('lora-')}" for r in d.itertuples()],
                 f"test gap to FullFT ({SCORE_LABELS[regime]})",
                 f"{regime.upper()}: LoRA minus FullFT, band = ±{float(d.margin.iloc[0]):g}")
     _verdict_legend(fig, v)

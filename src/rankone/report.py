@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rankone.config import StudyConfig
+from rankone.config import StudyConfig, method_label, method_position
 from rankone.figures import (FIGURES, SCORE_LABELS, method_order, plot_capacity, plot_capacity_falloff, plot_curves,
                              plot_forest, plot_information, plot_levers, plot_levers_pass_at_k, plot_lr_sweep,
                              plot_lr_vs_rank, plot_rl_bits, plot_truncation, plot_updates)
@@ -186,25 +186,25 @@ def _ci(r) -> str:
 
 
 def verdict_phrase(r) -> str:
-    """One rank's verdict in words, with how sure it is."""
+    """One method's verdict in words, with how sure it is."""
     if r.verdict == "parity":
         extra = "" if r.reason == "inside the margin" else f"; {r.reason}"
-        return f"rank {r.rank} is at parity with FullFT ({_ci(r)}, inside ±{r.margin:g}{extra})"
+        return f"{method_label(r.method)} is at parity with FullFT ({_ci(r)}, inside ±{r.margin:g}{extra})"
     if r.verdict in ("worse", "better"):
-        return f"rank {r.rank} is {r.verdict} than FullFT ({_ci(r)})"
+        return f"{method_label(r.method)} is {r.verdict} than FullFT ({_ci(r)})"
     if r.verdict == "diverged":
-        return f"rank {r.rank}: a run diverged, no verdict"
+        return f"{method_label(r.method)}: a run diverged, no verdict"
     if r.reason == "underpowered":
         need = "more than 1,000" if r.seeds_to_decide == math.inf else f"about {r.seeds_to_decide:.0f}"
-        return (f"rank {r.rank} is inconclusive ({_ci(r)}): underpowered, the interval is wider than ±{r.margin:g}; "
+        return (f"{method_label(r.method)} is inconclusive ({_ci(r)}): underpowered, the interval is wider than ±{r.margin:g}; "
                 f"{need} seeds would decide at the observed spread")
-    return f"rank {r.rank} is inconclusive ({_ci(r)}): {r.reason}"
+    return f"{method_label(r.method)} is inconclusive ({_ci(r)}): {r.reason}"
 
 
 def edge_note(g: pd.DataFrame) -> str:
     """Which best learning rates sit on the edge of their grid (the optimum may lie outside)."""
     full_edge = g.fullft_lr_edge.iloc[0]  # "" inside the grid (run() fills the CSV's empty cells)
-    edges = [f"FullFT ({full_edge})"] * bool(full_edge) + [f"rank {r.rank} ({r.lr_edge})" for r in g.itertuples()
+    edges = [f"FullFT ({full_edge})"] * bool(full_edge) + [f"{method_label(r.method)} ({r.lr_edge})" for r in g.itertuples()
                                                             if r.lr_edge]
     return (" Best lr on the edge of its grid, which qualifies these verdicts: " + ", ".join(edges) + ".") if edges \
         else ""
@@ -223,20 +223,26 @@ def plateau_note(plateau: pd.DataFrame, model: str) -> str:
             f"{p.seed_spread:.3f}): longer runs could change these verdicts.")
 
 
+def by_method(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows in capacity order: TinyLoRA sizes, LoRA ranks, FullFT."""
+    return table.sort_values("method", key=lambda s: s.map(method_position), kind="stable")
+
+
 def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame) -> list[str]:
     """The answer: one plain sentence per (regime, model), with how sure it is."""
     out = []
     score = verdicts[verdicts.metric == "score"] if len(verdicts) else verdicts
     for (regime, model), g in score.groupby(["regime", "model"]):
-        g = g.sort_values("rank")
+        g = by_method(g)
         first = g.iloc[0]
         sentence = (f"**{NAMES[regime]} · {model}** ({SCORE_LABELS[regime]} on test, {first.seeds} seeds, "
                     f"margin ±{first.margin:g}): " + "; ".join(verdict_phrase(r) for r in g.itertuples()) + ".")
         greedy = verdicts[(verdicts.regime == regime) & (verdicts.model == model)
-                          & (verdicts.metric == "greedy_accuracy")].sort_values("rank")
+                          & (verdicts.metric == "greedy_accuracy")]
+        greedy = by_method(greedy)
         if len(greedy):
             sentence += (f" Greedy accuracy (margin ±{greedy.margin.iloc[0]:g}): "
-                         + ", ".join(f"rank {r.rank} {r.verdict} ({r.gap:+.3f})" for r in greedy.itertuples()) + ".")
+                         + ", ".join(f"{method_label(r.method)} {r.verdict} ({r.gap:+.3f})" for r in greedy.itertuples()) + ".")
         sentence += edge_note(g) + (plateau_note(plateau, model) if regime == "rl" else "")
         out.append(sentence)
     return out

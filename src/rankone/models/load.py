@@ -31,29 +31,38 @@ def target_modules(scope: str) -> list[str] | str:
     return list(SCOPE_LAYERS[scope]) if scope in SCOPE_LAYERS else "all-linear"
 
 
-def make_policy(model, rank: int | None, alpha: float, scope: str):
-    """FullFT (rank None): every parameter trains. LoRA: a peft adapter, base frozen.
+def make_policy(model, method: str, lora, scope: str):
+    """FullFT: every parameter trains. LoRA and TinyLoRA: a peft adapter, base frozen.
 
-    peft's default init is the one the original runs used: A ~ kaiming-uniform
-    (bound 1/sqrt(d_in)), B = 0, scale alpha / r.
+    LoRA: peft's default init is the one the original runs used: A ~ kaiming-uniform
+    (bound 1/sqrt(d_in)), B = 0, scale alpha / r. TinyLoRA (arXiv 2602.04118): the update
+    of each weight lives in its frozen top-`lora.tinylora_r` SVD directions, mixed by
+    R = sum_i v_i P_i (fixed random P_i, v = 0 at start); layers share v as
+    `lora.tinylora_weight_tying` says.
     """
-    if rank is None:
+    from rankone.config import lora_rank, method_kind, tinylora_size
+
+    kind = method_kind(method)
+    if kind == "fullft":
         for p in model.parameters():
             p.requires_grad_(True)
         return model
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, TinyLoraConfig, get_peft_model
 
-    config = LoraConfig(
-        r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=target_modules(scope), bias="none"
-    )
+    if kind == "tinylora":
+        config = TinyLoraConfig(r=lora.tinylora_r, u=tinylora_size(method), weight_tying=lora.tinylora_weight_tying,
+                                target_modules=target_modules(scope))
+    else:
+        config = LoraConfig(r=lora_rank(method), lora_alpha=lora.alpha, lora_dropout=0.0,
+                            target_modules=target_modules(scope), bias="none")
     return get_peft_model(model, config)
 
 
-def load_policy(model_dir: str | Path, weights_dir: str | Path | None, rank: int | None):
-    """A trained policy for evaluation: base + adapter (LoRA) or the full weights (FullFT)."""
+def load_policy(model_dir: str | Path, weights_dir: str | Path | None, method: str):
+    """A trained policy for evaluation: base + adapter (LoRA, TinyLoRA) or the full weights (FullFT)."""
     from transformers import AutoModelForCausalLM
 
-    if weights_dir is not None and rank is None:  # FullFT saved the whole model: no base needed
+    if weights_dir is not None and method == "fullft":  # FullFT saved the whole model: no base needed
         model, tokenizer = AutoModelForCausalLM.from_pretrained(weights_dir, dtype="float32"), load_tokenizer(model_dir)
     else:
         model, tokenizer = load_base(model_dir)

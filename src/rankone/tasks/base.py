@@ -17,6 +17,7 @@ class Task:
 
     name: str
     Params: type[BaseModel]
+    stores_table = False  # True: a table of known entropy, so evaluate measures the bits a run stored
 
     @classmethod
     def splits(cls, params: BaseModel, seed: int) -> dict[str, list[dict]]:

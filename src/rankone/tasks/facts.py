@@ -1,7 +1,7 @@
 """Random facts, the SFT task: "qzkf:" -> "4071", a table of keys to random digit strings.
 
-Each value is drawn uniformly, so the table holds exactly n_facts * digits * log2(10)
-bits that no rule compresses: a dataset whose information content is known and can be
+Each value is drawn uniformly, so the table holds exactly n_facts * digits *
+log2(alphabet) bits (10 symbols by default, 2 for binary values) that no rule compresses: a dataset whose information content is known and can be
 set above or below what an adapter of a given size can store. A random table has
 nothing to generalise to, so val and test are disjoint subsets of the trained facts
 (recall probes): the learning rate is chosen on one set of facts, reported on another.
@@ -24,6 +24,9 @@ class FactsParams(BaseModel):
     n_facts: int = Field(2048, gt=0, description="Keys in the table (all are trained on).")
     key_letters: int = Field(4, ge=1, le=8, description="Letters per key.")
     digits: int = Field(4, ge=1, le=48, description="Digits per value.")
+    alphabet: int = Field(
+        10, ge=2, le=10, description="Each digit is drawn from 0 .. alphabet-1 (2: binary values, 1 bit a digit)."
+    )
     n_val: int = Field(256, gt=0, description="Facts probed for validation.")
     n_test: int = Field(256, gt=0, description="Facts probed for test (disjoint from val).")
 
@@ -39,6 +42,7 @@ class FactsParams(BaseModel):
 class Facts(Task):
     name = "facts"
     Params = FactsParams
+    stores_table = True  # what a run stored is measured in bits (evaluate, either regime)
 
     @classmethod
     def splits(cls, params: FactsParams, seed: int) -> dict[str, list[dict]]:
@@ -52,7 +56,8 @@ class Facts(Task):
                 if key not in keys:
                     keys.add(key)
                     ordered.append(key)
-            return [{"prompt": f"{key}:", "answer": "".join(rng.choice(string.digits) for _ in range(params.digits))}
+            symbols = string.digits[: params.alphabet]
+            return [{"prompt": f"{key}:", "answer": "".join(rng.choice(symbols) for _ in range(params.digits))}
                     for key in ordered]
 
         rows = table()
@@ -67,7 +72,7 @@ class Facts(Task):
 
     @classmethod
     def information_bits(cls, params: FactsParams, rows: list[dict]) -> float:
-        return len(rows) * params.digits * math.log2(10)
+        return len(rows) * params.digits * math.log2(params.alphabet)
 
     @staticmethod
     def parse_answer(completion: str) -> str | None:

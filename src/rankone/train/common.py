@@ -51,7 +51,7 @@ class Run:
         started = time.time()
         seed_everything(run.seed, cfg.threads)
         model, tokenizer = load_base(model_dir)
-        policy = make_policy(model, run.rank, cfg.lora.alpha, cfg.scope(run.method))
+        policy = make_policy(model, run.method, cfg.lora, cfg.scope(run.method))
         policy.train()
         # Constant learning rate, no warmup, no weight decay: as in the original runs.
         optimizer = torch.optim.Adam(cls._trainable(policy), lr=run.lr)
