@@ -133,3 +133,27 @@ def test_layer_findings_state_how_each_result_compares_with_the_original():
     assert "agrees with the original finding (MLP-only matches all layers)" in lines[1]
     assert "neither confirms nor contradicts" in lines[2] and "below all-linear" in lines[2]
     assert "differs from" in layer_findings(pd.DataFrame([row("attention", "parity", 0.01)]))[0]
+
+
+def test_rl_on_a_facts_table_gets_bits_stored_by_the_sft_estimator(tmp_path):
+    import json
+
+    from rankone.analysis import information
+    from rankone.config import validate
+    from rankone.paths import Layout
+    from tests.conftest import smoke_dict
+
+    cfg = validate(smoke_dict(results_dir=str(tmp_path), regimes=["rl"], levers=None, truncation=None, tasks={
+        "rl": {"name": "facts", "params": {"n_facts": 64, "digits": 1, "alphabet": 2, "n_val": 16, "n_test": 16}},
+        "sft": {"name": "facts", "params": {"n_facts": 64, "digits": 2, "n_val": 16, "n_test": 16}}}))
+    at = Layout(cfg)
+    at.data("rl").mkdir(parents=True)
+    (at.data("rl") / "manifest.json").write_text(json.dumps({"information_bits": 64.0}))
+    rows = [{"regime": "rl", "model": "m", "method": m, "lr": 1e-3, "seed": s, "trainable_parameters": p,
+             "info_bound_bits": 100.0, "bits_absorbed": 30.0, "train_nll_bits_final": nll}
+            for m, p, nll in (("fullft", 1000, 4.0), ("lora-r1", 10, 80.0)) for s in (0, 1)]
+    table = information(cfg, pd.DataFrame(rows), pd.DataFrame(rows)[["regime", "model", "method", "lr"]]
+                        .drop_duplicates(), at).set_index("method")
+    assert table.loc["fullft", "bits_stored"] == 60.0  # 64 bits in the table, 4 still unsure
+    assert table.loc["lora-r1", "bits_stored"] == 0.0  # never below 0
+    assert (table.rl_dataset_bits == 64.0).all()

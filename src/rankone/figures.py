@@ -338,51 +338,45 @@ def _forest(ax, d: pd.DataFrame, labels: list[str], xlabel: str, title: str) -> 
     ax.grid(alpha=0.3, axis="x")
 
 
-def _verdict_legend(fig, verdicts: pd.DataFrame) -> None:
+def _forest_figure(panels: list[tuple], verdicts: pd.DataFrame, path: Path, width: float, height: float) -> None:
+    """One forest panel per (rows, labels, xlabel, title), side by side, under one verdict legend."""
+    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(width * max(1, len(panels)), height), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        _forest(ax, *panel)
     handles = [Line2D([], [], marker="o", ls="", color=c, label=k) for k, c in VERDICT_COLORS.items()
                if len(verdicts) and k in set(verdicts.verdict)]
     if handles:
         fig.legend(handles=handles, fontsize=8, loc="upper center", ncol=len(handles), frameon=False)
+    _save(fig, path, top=1 - 0.35 / fig.get_figheight())
 
 
 def plot_forest(verdicts: pd.DataFrame, path: Path) -> None:
-    """Per regime: gap and interval per (model, rank), the +-margin band shaded, colour = verdict."""
-    import matplotlib.pyplot as plt
-
+    """Per regime: gap and interval per (model, method), the +-margin band shaded, colour = verdict."""
     v = verdicts[verdicts.metric == "score"] if len(verdicts) else verdicts
-    regimes = [r for r in ("rl", "sft") if len(v) and r in set(v.regime)]
-    rows = max([len(v[v.regime == r]) for r in regimes] or [1])
-    fig, axes = plt.subplots(1, max(1, len(regimes)), figsize=(5.6 * max(1, len(regimes)), 1.3 + 0.42 * rows),
-                             squeeze=False)
-    for ax, regime in zip(axes[0], regimes):
+    panels = []
+    for regime in [r for r in ("rl", "sft") if len(v) and r in set(v.regime)]:
         d = v[v.regime == regime]
         d = d.assign(position=d.method.map(method_position)).sort_values(["model", "position"], kind="stable")
-        _forest(ax, d, [f"{r.model} · {r.method.removeprefix('lora-')}" for r in d.itertuples()],
-                f"test gap to FullFT ({SCORE_LABELS[regime]})",
-                f"{regime.upper()}: LoRA minus FullFT, band = ±{float(d.margin.iloc[0]):g}")
-    _verdict_legend(fig, v)
-    _save(fig, path, top=1 - 0.35 / fig.get_figheight())
+        panels.append((d, [f"{r.model} · {r.method.removeprefix('lora-')}" for r in d.itertuples()],
+                       f"test gap to FullFT ({SCORE_LABELS[regime]})",
+                       f"{regime.upper()}: LoRA minus FullFT, band = ±{float(d.margin.iloc[0]):g}"))
+    rows = max([len(p[0]) for p in panels] or [1])
+    _forest_figure(panels, v, path, 5.6, 1.3 + 0.42 * rows)
 
 
 def plot_levers(table: pd.DataFrame, path: Path) -> None:
     """Per metric: each (lever, model, method)'s gap to plain RL and its interval."""
-    import matplotlib.pyplot as plt
-
-    metrics = list(dict.fromkeys(table.metric)) or ["score"]
-    rows = max(1, len(table[table.metric == metrics[0]]))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 1.4 + 0.3 * rows), squeeze=False,
-                             sharey=True)
-    names = {"score": "mean reward"}
-    for ax, metric in zip(axes[0], metrics):
+    panels = []
+    for metric in dict.fromkeys(table.metric):
         d = table[table.metric == metric]
-        if len(d):
-            _forest(ax, d, [f"{r.lever} · {r.model} · {r.method}" for r in d.itertuples()],
-                    f"test gap to plain RL ({names.get(metric, metric.replace('_at_', '@'))})",
-                    f"{names.get(metric, metric.replace('_at_', '@'))}, band = ±{float(d.margin.iloc[0]):g}")
-    _verdict_legend(fig, table)
-    _save(fig, path, top=1 - 0.35 / fig.get_figheight())
+        name = "mean reward" if metric == "score" else metric.replace("_at_", "@")
+        panels.append((d, [f"{r.lever} · {r.model} · {r.method}" for r in d.itertuples()],
+                       f"test gap to plain RL ({name})", f"{name}, band = ±{float(d.margin.iloc[0]):g}"))
+    rows = max([len(p[0]) for p in panels] or [1])
+    _forest_figure(panels, table, path, 4.6, 1.4 + 0.3 * rows)
 
 
 def plot_levers_pass_at_k(table: pd.DataFrame, path: Path) -> None:
