@@ -44,7 +44,7 @@ write_resolved(STUDY, LAYOUT.study_config)
 wildcard_constraints:
     regime="rl|sft",
     model="[A-Za-z0-9._-]+",
-    method="fullft|lora-r[0-9]+(-attn|-mlp)?",
+    method="fullft|lora-r[0-9]+(-attn|-mlp)?|tinylora-u[0-9]+",
     lr="[0-9.e+-]+",
     n_facts="[0-9]+",
     lever="[a-z][a-z0-9-]*",
