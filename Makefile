@@ -1,12 +1,12 @@
 # make study : set up .venv from the lock (if missing) and run the default study
 # make test  : set up .venv (if missing) and run the test suite
-# make layers / capacity / truncation / levers / tinylora : experiments layered over the default study
+# make layers / capacity / truncation / levers / tinylora / rl-capacity : experiments layered over the default study
 VENV := .venv
 PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: study smoke layers capacity truncation levers tinylora test benchmark lint env
+.PHONY: study smoke layers capacity truncation levers tinylora rl-capacity test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -39,6 +39,9 @@ levers: env
 
 tinylora: env
 	snakemake --cores all --configfile config/experiments/tinylora.yaml
+
+rl-capacity: env
+	snakemake --cores all --configfile config/experiments/rl-capacity.yaml
 
 test: env
 	pytest

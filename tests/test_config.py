@@ -6,7 +6,7 @@ import sys
 import pytest
 import yaml
 
-from rankone.config import ConfigError, RunId, load, validate
+from rankone.config import ConfigError, RunId, layer, load, validate
 from tests.conftest import ROOT, smoke_dict
 
 
@@ -18,21 +18,20 @@ def test_shipped_configs_are_valid():
     assert {r.regime for r in smoke.runs()} == {"rl", "sft"}
 
 
-def layered(base: dict, over: dict) -> dict:
-    """`over` merged into `base` the way Snakemake layers --configfile files (dicts merge, values replace)."""
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = layered(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
-    return out
-
-
-@pytest.mark.parametrize("name", ["layers", "capacity", "levers"])
+@pytest.mark.parametrize("name", ["layers", "capacity", "levers", "tinylora", "rl-capacity"])
 def test_experiment_configs_layer_over_the_default(name, tmp_path):
     default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
     over = yaml.safe_load((ROOT / "config" / "experiments" / f"{name}.yaml").read_text())
-    cfg = validate(layered(default, over))
-    assert cfg.experiment == (name if name != "levers" else "default")  # levers sit beside the default study
-    if name == "levers":
+    cfg = validate(layer(default, over))
+    beside = name in ("levers", "tinylora")  # these add runs to the default study's own results
+    assert cfg.experiment == ("default" if beside else name)
+    if name == "tinylora":
+        tiny = [r for r in cfg.runs() if r.method.startswith("tinylora")]
+        assert {r.regime for r in tiny} == {"rl", "sft"} and len(tiny) == 3 * 2 * 2 * 3 * 5
+    elif name == "rl-capacity":
+        task = cfg.tasks["rl"]
+        assert task.task().stores_table and task.typed_params().alphabet == 2 and cfg.regimes == ["rl"]
+    elif name == "levers":
         assert {n: cfg.lever_study(n).rl for n in ("psr", "nsr", "filter")} == {
             "psr": cfg.rl.model_copy(update={"advantage_sign": "positive"}),
             "nsr": cfg.rl.model_copy(update={"advantage_sign": "negative"}),
@@ -90,7 +89,8 @@ BAD = [
      r"levers.methods: \['lora-r4'\] are not among the study's methods"),
     ({"levers": {"variants": {"nsr": {"advantage_sign": "negative"}}, "seeds": [7]}},
      r"levers.seeds: \[7\] are not among the study's seeds"),
-    ({"rollout": {"engine": "vllm"}, "architecture": {"hidden_size": 64, "num_attention_heads": 4,
+    ({"rollout": {"engine": "vllm"}, "methods": ["fullft", "lora-r1"],
+      "architecture": {"hidden_size": 64, "num_attention_heads": 4,
                                                       "num_key_value_heads": 1, "intermediate_size": 64}},
      "needs a head size"),
 ]
