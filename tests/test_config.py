@@ -90,8 +90,7 @@ BAD = [
     ({"levers": {"variants": {"nsr": {"advantage_sign": "negative"}}, "seeds": [7]}},
      r"levers.seeds: \[7\] are not among the study's seeds"),
     ({"rollout": {"engine": "vllm"}, "methods": ["fullft", "lora-r1"],
-      "architecture": {"hidden_size": 64, "num_attention_heads": 4,
-                                                      "num_key_value_heads": 1, "intermediate_size": 64}},
+      "architecture": {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 1, "intermediate_size": 64}},
      "needs a head size"),
 ]
 
