@@ -135,8 +135,9 @@ def test_smoke_levers_run_at_plain_rls_episodes_and_are_judged_against_it(smoke)
     eff = pd.read_csv(smoke / at.analysis / "levers_efficiency.csv")
     assert set(eff.lever) == {"plain", *cfg.levers.variants}
     assert (eff.episodes == cfg.rl.episode_budget).all()  # the filtered lever too: equal episodes
+    resolved = load(smoke / at.study_config)  # default.yaml under smoke.yaml, as the workflow ran it
     for name in cfg.levers.variants:
-        sub = cfg.lever_study(name)
+        sub = resolved.lever_study(name)
         for run in sub.runs():
             assert read_json(smoke / at.lever(name).train(run) / "run.json")["resolved_config"]["rl"] == \
                 sub.rl.model_dump(mode="json")
@@ -186,11 +187,11 @@ def test_changing_one_learning_rate_reruns_only_its_jobs(smoke):
     cfg, counts = dry_run_with(smoke, lambda c: c["learning_rates"]["rl"].update(fullft=[0.002]))
     # the new lr's cell trains (one job per model, all seeds); the FullFT-RL evaluation of
     # each model, the FullFT update analysis and truncation, the analysis, the capacity chart
-    # (it shows the RL runs) and the report follow; nothing else (no data, models, rollouts,
-    # capacity runs).
+    # (it shows the RL runs), the levers stage (plain RL is its baseline) and the report
+    # follow; nothing else (no data, models, rollouts, capacity or lever runs).
     assert counts == {
         "train": len(cfg["models"]), "evaluate": len(cfg["models"]), "updates": 1, "truncation": 1, "analysis": 1,
-        "capacity": 1, "report": 1, "all": 1}
+        "capacity": 1, "levers": 1, "report": 1, "all": 1}
 
 
 def test_changing_the_sft_task_rebuilds_the_base_models(smoke):
