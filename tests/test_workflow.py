@@ -245,6 +245,15 @@ def test_rankone_cli_reruns_a_single_job(smoke, tmp_path):
     assert out.returncode == 0, out.stderr
     assert metrics.read_bytes() == before
 
+    lever = next(iter(cfg.levers.variants))  # the variance filter's lever: refills and all
+    lever_run = cfg.lever_study(lever).runs()[0]
+    metrics = smoke / Layout(cfg).lever(lever).train(lever_run) / "metrics.jsonl"
+    before = metrics.read_bytes()
+    out = subprocess.run(["rankone", "train", "--config", "config/smoke.yaml", "--run", lever_run.path,
+                          "--lever", lever], cwd=smoke, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert metrics.read_bytes() == before
+
 
 @pytest.fixture(scope="module")
 def smoke_vllm(smoke):
