@@ -21,7 +21,9 @@ FIGURES = {
     "sft_curves.png": "SFT training loss per step, each rank at its best learning rate (mean over seeds).",
     "rl_bits.png": "RL information per step, each method at its best lr (mean over seeds): entropy of the batch's "
                    "rewards and of a group's rewards (what its advantages carry), and the cumulative bound.",
-    "information.png": "Information in bits against trainable parameters, with the capacity reference line.",
+    "information.png": "Information in bits against trainable parameters, with the capacity reference line: RL's "
+                       "information bound, SFT's bits absorbed (NLL drop from the base, format included) and, on a "
+                       "table of known bits, the bits stored (table minus final NLL; drawn at 1 when none).",
     "lr_vs_rank.png": "Best learning rate per LoRA rank (chosen on val); dashed: FullFT's best, dotted: 10x FullFT's.",
     "updates.png": "FullFT updates: share of parameters changed three ways, and per-matrix update rank / full rank.",
     "capacity.png": "Capacity chart: bits stored by SFT on facts tables of each size (filled: not shown worse than FullFT, "
@@ -167,6 +169,10 @@ def plot_information(info: pd.DataFrame, bits_per_param: float, path: Path) -> N
         s = sft[sft.model == model]
         ax.scatter(s.trainable_parameters, s.bits_absorbed.clip(lower=1), marker=marker, color="tab:orange",
                    label=f"SFT bits absorbed (NLL drop) · {model}")
+        if "bits_stored" in info:  # what the table holds minus what is still unsure; at 1 when none (log axis)
+            stored = info[(info.model == model) & info.bits_stored.notna()]
+            ax.scatter(stored.trainable_parameters, stored.bits_stored.clip(lower=1), marker=marker,
+                       facecolors="none", edgecolors="tab:green", label=f"bits stored (table - final NLL) · {model}")
     if "sft_dataset_bits" in info and info.sft_dataset_bits.notna().any():
         ax.axhline(info.sft_dataset_bits.dropna().iloc[0], color="tab:red", lw=1, label="SFT dataset bits")
     ax.set_xscale("log")
