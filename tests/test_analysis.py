@@ -150,10 +150,22 @@ def test_rl_on_a_facts_table_gets_bits_stored_by_the_sft_estimator(tmp_path):
     at.data("rl").mkdir(parents=True)
     (at.data("rl") / "manifest.json").write_text(json.dumps({"information_bits": 64.0}))
     rows = [{"regime": "rl", "model": "m", "method": m, "lr": 1e-3, "seed": s, "trainable_parameters": p,
-             "info_bound_bits": 100.0, "bits_absorbed": 30.0, "train_nll_bits_final": nll}
-            for m, p, nll in (("fullft", 1000, 4.0), ("lora-r1", 10, 80.0)) for s in (0, 1)]
+             "info_bound_bits": 100.0, "bits_absorbed": 30.0, "train_nll_bits_final": nll, "test_greedy_accuracy": acc}
+            for m, p, nll, acc in (("fullft", 1000, 4.0, 1.0), ("lora-r1", 10, 80.0, 0.5)) for s in (0, 1)]
     table = information(cfg, pd.DataFrame(rows), pd.DataFrame(rows)[["regime", "model", "method", "lr"]]
                         .drop_duplicates(), at).set_index("method")
     assert table.loc["fullft", "bits_stored"] == 60.0  # 64 bits in the table, 4 still unsure
     assert table.loc["lora-r1", "bits_stored"] == 0.0  # never below 0
     assert (table.rl_dataset_bits == 64.0).all()
+    # Recall in bits: every probe right is the whole table; a coin's worth of binary answers is nothing.
+    assert table.loc["fullft", "bits_recalled"] == 64.0 and table.loc["lora-r1", "bits_recalled"] == 0.0
+
+
+def test_bits_recalled_follow_fanos_bound():
+    from rankone.info import bits_recalled
+
+    assert bits_recalled(100, 2, 1.0) == 100.0 and bits_recalled(100, 2, 0.5) == 0.0
+    assert bits_recalled(100, 2, 0.875) == pytest.approx(100 * (1 - 0.5435644), rel=1e-6)  # 1 - H(0.875)
+    assert bits_recalled(10, 10_000, 0.0001) == pytest.approx(0.0, abs=1e-9)  # chance recall: nothing
+    assert bits_recalled(10, 10, 1.0) == pytest.approx(10 * math.log2(10))
+    assert bits_recalled(10, 2, 0.1) == pytest.approx(bits_recalled(10, 2, 0.9))  # always wrong on a bit: as telling

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from rankone.config import StudyConfig, lora_rank, method_kind
-from rankone.info import bits_stored
+from rankone.info import bits_recalled, bits_stored
 from rankone.io import atomic_path, read_json, read_jsonl, write_json
 from rankone.paths import Layout
 
@@ -304,6 +304,7 @@ def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: La
         info_bound_bits=("info_bound_bits", "mean"),
         bits_absorbed=("bits_absorbed", "mean"),
         train_nll_bits_final=("train_nll_bits_final", "mean"),
+        test_greedy_accuracy=("test_greedy_accuracy", "mean"),
     )
     table["capacity_bits"] = table["trainable_parameters"] * cfg.analysis.bits_per_param
     if "sft" in cfg.regimes:
@@ -314,6 +315,12 @@ def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: La
         table["rl_dataset_bits"] = read_json(at.data("rl") / "manifest.json")["information_bits"]
         rl = table.regime == "rl"
         table.loc[rl, "bits_stored"] = bits_stored(table.rl_dataset_bits[rl], table.train_nll_bits_final[rl])
+    for regime in cfg.regimes:  # recall of the probed facts, in bits (Fano), beside the NLL estimate
+        task = cfg.tasks[regime]
+        if task.task().stores_table:
+            p, at_regime = task.typed_params(), table.regime == regime
+            table.loc[at_regime, "bits_recalled"] = table.test_greedy_accuracy[at_regime].map(
+                lambda a, p=p: bits_recalled(p.n_facts, p.alphabet**p.digits, a))
     return table
 
 
