@@ -90,8 +90,9 @@ def test_tinylora_update_lives_in_the_top_r_singular_directions_of_the_base_weig
 def test_tinylora_needs_its_own_grid_and_the_hf_engine():
     from rankone.config import ConfigError, method_label, method_position
 
+    no_grid = {g: {"fullft": [1e-3], "lora": [1e-2]} for g in ("rl", "sft")}
     with pytest.raises(ConfigError, match=r"tinylora-u4'\] need learning_rates.<regime>.tinylora"):
-        validate(smoke_dict(methods=["fullft", "tinylora-u4"], levers=None))
+        validate(smoke_dict(methods=["fullft", "tinylora-u4"], levers=None, learning_rates=no_grid))
     grids = {g: {"fullft": [1e-3], "lora": [1e-2], "tinylora": [1e-2]} for g in ("rl", "sft")}
     cfg = validate(smoke_dict(methods=["fullft", "tinylora-u4"], levers=None, learning_rates=grids))
     assert [r.lr for r in cfg.runs() if r.method == "tinylora-u4"][0] == 1e-2
