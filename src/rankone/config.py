@@ -20,7 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 # fullft; lora-r<rank> with an optional layer scope: -attn (attention only), -mlp (MLP only);
 # or tinylora-u<u>: TinyLoRA with a trainable vector of u entries (shared by every adapted layer by default).
-METHOD_PATTERN = re.compile(r"^(fullft|lora-r([1-9][0-9]*)(?:-(attn|mlp))?|tinylora-u([1-9][0-9]*))$")
+# The workflow's `method` wildcard is this expression too (workflow/rules/common.smk).
+METHOD_REGEX = r"fullft|lora-r([1-9][0-9]*)(?:-(attn|mlp))?|tinylora-u([1-9][0-9]*)"
+METHOD_PATTERN = re.compile(rf"^({METHOD_REGEX})$")
 SCOPES = {"attn": "attention", "mlp": "mlp"}
 SCOPE_LAYERS = {
     "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),

@@ -5,7 +5,7 @@ import functools
 from pathlib import Path
 
 from rankone.cli import write_resolved
-from rankone.config import layered_files, validate as validate_study
+from rankone.config import METHOD_REGEX, layered_files, validate as validate_study
 from rankone.paths import Layout
 from rankone.stages import config_digest, source_digest
 
@@ -44,7 +44,7 @@ write_resolved(STUDY, LAYOUT.study_config)
 wildcard_constraints:
     regime="rl|sft",
     model="[A-Za-z0-9._-]+",
-    method="fullft|lora-r[0-9]+(-attn|-mlp)?|tinylora-u[0-9]+",
+    method=METHOD_REGEX,
     lr="[0-9.e+-]+",
     n_facts="[0-9]+",
     lever="[a-z][a-z0-9-]*",
