@@ -542,6 +542,9 @@ class StudyConfig(Grid):
 
 # <regime>/<model>/<method>/lr<lr>[/seed<seed>]: one run, or without the seed all seeds of a cell.
 RUN_PATH = r"(rl|sft)/([^/]+)/([^/]+)/lr([^/]+)(?:/seed(\d+))?"
+# A cell's folder under train/ (the workflow's train rule writes it with these wildcards), then a run's.
+CELL_TEMPLATE = "{regime}/{model}/{method}/lr{lr}"
+RUN_TEMPLATE = CELL_TEMPLATE + "/seed{seed}"
 
 
 class RunId:
@@ -558,7 +561,8 @@ class RunId:
 
     @property
     def path(self) -> str:
-        return f"{self.regime}/{self.model}/{self.method}/lr{lr_tag(self.lr)}/seed{self.seed}"
+        return RUN_TEMPLATE.format(regime=self.regime, model=self.model, method=self.method, lr=lr_tag(self.lr),
+                                   seed=self.seed)
 
     @property
     def cell(self) -> str:

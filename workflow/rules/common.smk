@@ -5,7 +5,12 @@ import functools
 from pathlib import Path
 
 from rankone.cli import write_resolved
-from rankone.config import METHOD_REGEX, layered_files, validate as validate_study
+from rankone.config import (
+    CELL_TEMPLATE,
+    METHOD_REGEX,
+    layered_files,
+    validate as validate_study,
+)
 from rankone.paths import Layout
 from rankone.stages import config_digest, source_digest
 
@@ -23,7 +28,7 @@ RESULTS = str(LAYOUT.root)
 REPORT = str(LAYOUT.report)
 STUDY_CONFIG = str(LAYOUT.study_config)
 # One train job trains every seed of a cell: one process, one set of imports.
-CELL = "{regime}/{model}/{method}/lr{lr}"
+CELL = CELL_TEMPLATE
 # A capacity sub-study (one facts-table size) mirrors the study's data/train/evaluate
 # layout under capacity/n<size>/ and shares its base models.
 CAPACITY = f"{RESULTS}/capacity/n{{n_facts}}"
