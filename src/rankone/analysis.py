@@ -307,20 +307,17 @@ def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: La
         test_greedy_accuracy=("test_greedy_accuracy", "mean"),
     )
     table["capacity_bits"] = table["trainable_parameters"] * cfg.analysis.bits_per_param
-    if "sft" in cfg.regimes:
-        table["sft_dataset_bits"] = read_json(at.data("sft") / "manifest.json")["information_bits"]
-        sft = table.regime == "sft"
-        table.loc[sft, "bits_stored"] = bits_stored(table.sft_dataset_bits[sft], table.train_nll_bits_final[sft])
-    if "rl" in cfg.regimes and cfg.tasks["rl"].task().stores_table:  # RL on a table: the same estimator
-        table["rl_dataset_bits"] = read_json(at.data("rl") / "manifest.json")["information_bits"]
-        rl = table.regime == "rl"
-        table.loc[rl, "bits_stored"] = bits_stored(table.rl_dataset_bits[rl], table.train_nll_bits_final[rl])
-    for regime in cfg.regimes:  # recall of the probed facts, in bits (Fano), beside the NLL estimate
+    for regime in cfg.regimes:  # the same two estimates in both regimes, where the runs store a table
+        if not cfg.measures_storage(regime):
+            continue
+        column, rows = f"{regime}_dataset_bits", table.regime == regime
+        table[column] = read_json(at.data(regime) / "manifest.json")["information_bits"]
+        table.loc[rows, "bits_stored"] = bits_stored(table[column][rows], table.train_nll_bits_final[rows])
         task = cfg.tasks[regime]
-        if task.task().stores_table:
-            p, at_regime = task.typed_params(), table.regime == regime
-            table.loc[at_regime, "bits_recalled"] = table.test_greedy_accuracy[at_regime].map(
-                lambda a, p=p: bits_recalled(p.n_facts, p.alphabet**p.digits, a))
+        if task.task().stores_table:  # recall of the probed facts, in bits (Fano), beside the NLL estimate
+            p = task.typed_params()
+            table.loc[rows, "bits_recalled"] = table.test_greedy_accuracy[rows].map(
+                lambda a: bits_recalled(p.n_facts, p.alphabet**p.digits, a))
     return table
 
 

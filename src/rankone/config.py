@@ -497,6 +497,11 @@ class StudyConfig(Grid):
                     truncation=None, levers=None)
         return validate(data, source=f"lever study {name!r}")
 
+    def measures_storage(self, regime: str) -> bool:
+        """Whether `regime`'s runs get their final train NLL measured (bits absorbed, bits stored):
+        always for SFT, and for RL on a table of known bits (the facts task)."""
+        return regime == "sft" or self.tasks[regime].task().stores_table
+
     def scope(self, method: str) -> str:
         """Which linear layers a LoRA method adapts: its -attn/-mlp suffix, else lora.target_modules."""
         suffix = METHOD_PATTERN.match(method)[3]  # None for fullft, tinylora and all-linear LoRA

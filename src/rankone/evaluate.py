@@ -95,7 +95,7 @@ def run(cfg: StudyConfig, regime: str, model: str, method: str, at) -> list[dict
     data_dir, model_dir = at.data(regime), at.model(model)
     splits = {s: read_jsonl(data_dir / f"{s}.jsonl")[: cfg.evaluate.n_prompts] for s in ("val", "test")}
     base_train_nats = None
-    if regime == "sft" or cfg.tasks[regime].task().stores_table:  # bits stored, the same estimator in both regimes
+    if cfg.measures_storage(regime):  # bits stored, the same estimator in both regimes
         splits["train"] = read_jsonl(data_dir / "train.jsonl")
         base, tokenizer = load_base(model_dir)
         base_train_nats, _ = answer_nll_nats(base, tokenizer, splits["train"])

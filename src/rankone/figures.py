@@ -50,6 +50,11 @@ def method_order(methods) -> list[str]:
     return sorted(set(methods), key=lambda m: (method_position(m), m))
 
 
+def by_method(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows in capacity order: TinyLoRA sizes, LoRA ranks, FullFT (ties keep their order)."""
+    return table.sort_values("method", key=lambda s: s.map(method_position), kind="stable")
+
+
 def _colors(methods):
     import matplotlib.pyplot as plt
 
@@ -364,8 +369,7 @@ def plot_forest(verdicts: pd.DataFrame, path: Path) -> None:
     v = verdicts[verdicts.metric == "score"] if len(verdicts) else verdicts
     panels = []
     for regime in [r for r in ("rl", "sft") if len(v) and r in set(v.regime)]:
-        d = v[v.regime == regime]
-        d = d.assign(position=d.method.map(method_position)).sort_values(["model", "position"], kind="stable")
+        d = by_method(v[v.regime == regime]).sort_values("model", kind="stable")
         panels.append((d, [f"{r.model} · {r.method.removeprefix('lora-')}" for r in d.itertuples()],
                        f"test gap to FullFT ({SCORE_LABELS[regime]})",
                        f"{regime.upper()}: LoRA minus FullFT, band = ±{float(d.margin.iloc[0]):g}"))

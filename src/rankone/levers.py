@@ -49,8 +49,7 @@ def efficiency(cfg: StudyConfig, study: StudyConfig, at: Layout, runs: pd.DataFr
     """Per run in `runs` (of `study`, under `at`): episodes and seconds to the target, wasted groups."""
     rows = []
     for r in runs.itertuples():
-        run = next(x for x in study.runs() if (x.regime, x.model, x.method, x.lr, x.seed) ==
-                   ("rl", r.model, r.method, r.lr, r.seed))
+        run = RunId("rl", r.model, r.method, r.lr, r.seed)
         steps = read_jsonl(at.train(run) / "metrics.jsonl")
         timings = read_jsonl(at.train(run) / "timings.jsonl")
         episodes, seconds = to_target([s["reward"] for s in steps], [t["seconds"] for t in timings],

@@ -17,8 +17,9 @@ class Layout:
         self.report = Path(cfg.reports_dir) / cfg.experiment
         self.models = self.root / "models"
 
-    def capacity(self, n_facts: int) -> Layout:
-        """The capacity sub-study at one table size (capacity/n<n_facts>/)."""
+    def capacity(self, n_facts: int | str) -> Layout:
+        """The capacity sub-study at one table size (capacity/n<n_facts>/; the workflow passes
+        its "{n_facts}" wildcard, so the folder names are written here only)."""
         return self._sub("capacity", f"n{n_facts}")
 
     def lever(self, name: str) -> Layout:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from rankone.config import StudyConfig, method_label, method_position
-from rankone.figures import (FIGURES, SCORE_LABELS, method_order, plot_capacity, plot_capacity_falloff, plot_curves,
+from rankone.config import StudyConfig, method_label
+from rankone.figures import (FIGURES, SCORE_LABELS, by_method, method_order, plot_capacity, plot_capacity_falloff, plot_curves,
                              plot_forest, plot_information, plot_levers, plot_levers_pass_at_k, plot_lr_sweep,
                              plot_lr_vs_rank, plot_rl_bits, plot_truncation, plot_updates)
 from rankone.io import atomic_path, git_state, package_versions, read_json
@@ -196,16 +196,16 @@ def verdict_phrase(r) -> str:
         return f"{method_label(r.method)}: a run diverged, no verdict"
     if r.reason == "underpowered":
         need = "more than 1,000" if r.seeds_to_decide == math.inf else f"about {r.seeds_to_decide:.0f}"
-        return (f"{method_label(r.method)} is inconclusive ({_ci(r)}): underpowered, the interval is wider than ±{r.margin:g}; "
-                f"{need} seeds would decide at the observed spread")
+        return (f"{method_label(r.method)} is inconclusive ({_ci(r)}): underpowered, the interval is wider than "
+                f"±{r.margin:g}; {need} seeds would decide at the observed spread")
     return f"{method_label(r.method)} is inconclusive ({_ci(r)}): {r.reason}"
 
 
 def edge_note(g: pd.DataFrame) -> str:
     """Which best learning rates sit on the edge of their grid (the optimum may lie outside)."""
     full_edge = g.fullft_lr_edge.iloc[0]  # "" inside the grid (run() fills the CSV's empty cells)
-    edges = [f"FullFT ({full_edge})"] * bool(full_edge) + [f"{method_label(r.method)} ({r.lr_edge})" for r in g.itertuples()
-                                                            if r.lr_edge]
+    edges = [f"FullFT ({full_edge})"] * bool(full_edge) + [
+        f"{method_label(r.method)} ({r.lr_edge})" for r in g.itertuples() if r.lr_edge]
     return (" Best lr on the edge of its grid, which qualifies these verdicts: " + ", ".join(edges) + ".") if edges \
         else ""
 
@@ -223,11 +223,6 @@ def plateau_note(plateau: pd.DataFrame, model: str) -> str:
             f"{p.seed_spread:.3f}): longer runs could change these verdicts.")
 
 
-def by_method(table: pd.DataFrame) -> pd.DataFrame:
-    """Rows in capacity order: TinyLoRA sizes, LoRA ranks, FullFT."""
-    return table.sort_values("method", key=lambda s: s.map(method_position), kind="stable")
-
-
 def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame) -> list[str]:
     """The answer: one plain sentence per (regime, model), with how sure it is."""
     out = []
@@ -237,12 +232,12 @@ def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame) -> list[str]:
         first = g.iloc[0]
         sentence = (f"**{NAMES[regime]} · {model}** ({SCORE_LABELS[regime]} on test, {first.seeds} seeds, "
                     f"margin ±{first.margin:g}): " + "; ".join(verdict_phrase(r) for r in g.itertuples()) + ".")
-        greedy = verdicts[(verdicts.regime == regime) & (verdicts.model == model)
-                          & (verdicts.metric == "greedy_accuracy")]
-        greedy = by_method(greedy)
+        greedy = by_method(verdicts[(verdicts.regime == regime) & (verdicts.model == model)
+                                    & (verdicts.metric == "greedy_accuracy")])
         if len(greedy):
             sentence += (f" Greedy accuracy (margin ±{greedy.margin.iloc[0]:g}): "
-                         + ", ".join(f"{method_label(r.method)} {r.verdict} ({r.gap:+.3f})" for r in greedy.itertuples()) + ".")
+                         + ", ".join(f"{method_label(r.method)} {r.verdict} ({r.gap:+.3f})"
+                                     for r in greedy.itertuples()) + ".")
         sentence += edge_note(g) + (plateau_note(plateau, model) if regime == "rl" else "")
         out.append(sentence)
     return out

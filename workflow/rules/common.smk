@@ -31,10 +31,10 @@ STUDY_CONFIG = str(LAYOUT.study_config)
 CELL = CELL_TEMPLATE
 # A capacity sub-study (one facts-table size) mirrors the study's data/train/evaluate
 # layout under capacity/n<size>/ and shares its base models.
-CAPACITY = f"{RESULTS}/capacity/n{{n_facts}}"
+CAPACITY = str(LAYOUT.capacity("{n_facts}").root)
 CAPACITY_SEEDS = STUDY.capacity.seeds if STUDY.capacity else []
 # A levers sub-study (one lever) mirrors the study's RL layout under levers/<name>/.
-LEVER = f"{RESULTS}/levers/{{lever}}"
+LEVER = str(LAYOUT.lever("{lever}").root)
 LEVER_SEEDS = STUDY.levers.seeds if STUDY.levers else []
 # Runs the library from this checkout (also inside a conda env, where rankone is not
 # installed). Relative to the working directory, so the command, a param, is the same

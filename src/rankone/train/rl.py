@@ -181,8 +181,9 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             engine.close()
             ctx.finish("stale-sampler")
             check_fresh(gap_mean, rl.max_logprob_gap, f"{run.path} step {step}")
-        # Under the filter only the groups with signal enter the update (without it they carry
-        # zero advantage anyway, and the loss averages over the groups that carry signal).
+        # Under the filter only the groups with signal enter the loss. In exact arithmetic this equals
+        # passing every row (keep_P already zeroes the rest), but the float sums differ in their last
+        # bits, and the levers experiment's filtered runs were measured this way: keep it so they reproduce.
         groups_P, rows_B = (keep_P, keep_P.repeat_interleave(G)) if rl.variance_filter else (slice(None),) * 2
         loss = policy_gradient_loss(learner_logprobs_B_C[rows_B], sampler_logprobs_B_C[rows_B], mask_B_C[rows_B],
                                     advantages_P_G[groups_P], keep_P[groups_P])
