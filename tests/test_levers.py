@@ -3,6 +3,7 @@
 import math
 
 import pandas as pd
+import pytest
 
 from rankone.config import validate
 from rankone.levers import compare_levers, summarize_efficiency, to_target, with_pass_at_k
@@ -42,6 +43,18 @@ def test_each_lever_is_paired_by_seed_with_plain_and_judged_by_the_equivalence_r
     # Only the seeds both sides ran are paired.
     short = compare_levers(cfg, plain, {"two": runs({1: 0.1, 2: 0.1, 5: -1.0})})
     assert set(short.seeds) == {2} and abs(short.gap.iloc[0] - 0.1) < 1e-12
+
+
+def test_lower_brier_and_calibration_error_count_as_better():
+    cfg = validate(smoke_dict(rl={"group_size": 4}))
+    plain = runs({0: 0.0, 1: 0.0, 2: 0.0}, test_brier=0.30, test_ece=0.20)
+    lever = runs({0: 0.0, 1: 0.0, 2: 0.0}, test_brier=0.10, test_ece=0.40)
+    lever["test_brier"] += [0.0, 0.01, -0.01]
+    lever["test_ece"] += [0.0, 0.01, -0.01]
+    table = compare_levers(cfg, plain, {"cal": lever}).set_index("metric")
+    assert table.loc["brier", "verdict"] == "better" and abs(table.loc["brier", "gap"] - 0.2) < 1e-9
+    assert table.loc["brier", "test_value"] == pytest.approx(0.1)  # values as measured, gaps point to better
+    assert table.loc["ece", "verdict"] == "worse" and abs(table.loc["ece", "gap"] + 0.2) < 1e-9
 
 
 def test_pass_at_k_columns_come_from_the_stages_own_table():

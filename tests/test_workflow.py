@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from rankone.config import load
-from rankone.io import read_json
+from rankone.io import read_json, read_jsonl
 from rankone.paths import Layout
 from tests.conftest import ROOT
 
@@ -126,7 +126,9 @@ def test_smoke_levers_run_at_plain_rls_episodes_and_are_judged_against_it(smoke)
     table = pd.read_csv(smoke / at.analysis / "levers.csv")
     pairs = len(cfg.levers.variants) * len(cfg.models) * len(cfg.levers.methods)
     G = cfg.rl.group_size
-    assert len(table) == 3 * pairs and set(table.metric) == {"score", "pass_at_1", f"pass_at_{G}"}
+    # The smoke task states a confidence, so Brier score and calibration error are judged too.
+    metrics = {"score", "pass_at_1", f"pass_at_{G}", "brier", "ece"}
+    assert len(table) == len(metrics) * pairs and set(table.metric) == metrics
     assert (table.seeds == len(cfg.levers.seeds)).all()
     assert set(table.verdict) <= {"parity", "better", "worse", "inconclusive"}
     passes = pd.read_csv(smoke / at.analysis / "levers_pass_at_k.csv")
@@ -143,6 +145,16 @@ def test_smoke_levers_run_at_plain_rls_episodes_and_are_judged_against_it(smoke)
                 sub.rl.model_dump(mode="json")
     assert (smoke / at.report / "levers.png").stat().st_size > 0
     assert "## Levers" in (smoke / at.report / "report.md").read_text()
+    curves = pd.read_csv(smoke / at.analysis / "levers_calibration.csv")
+    assert set(curves.lever) == {"plain", *cfg.levers.variants}
+    per_run = curves.groupby(["lever", "model", "method", "seed"]).step.count()
+    assert len(per_run) == (1 + len(cfg.levers.variants)) * pairs / len(cfg.levers.variants) * len(cfg.levers.seeds)
+    assert per_run[("calibration", *per_run.index[0][1:])] == per_run[("plain", *per_run.index[0][1:])] == cfg.rl.steps
+    assert curves.brier.between(0, 1).all() and curves.ece.between(0, 1).all()
+    assert (smoke / at.report / "levers_calibration.png").stat().st_size > 0
+    calibrated = read_jsonl(smoke / at.lever("calibration").train(
+        next(iter(resolved.lever_study("calibration").runs()))) / "metrics.jsonl")
+    assert all(s["train_reward"] <= s["reward"] for s in calibrated)  # the Brier term only takes away
 
 
 def test_turning_on_truncation_in_a_finished_study_runs_it_and_the_report_only(smoke):

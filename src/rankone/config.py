@@ -92,6 +92,10 @@ class PretrainConfig(Strict):
 class TaskConfig(Strict):
     name: str = Field(description="Registered task name (rankone.tasks).")
     params: dict = Field(default_factory=dict, description="Task parameters, validated by the task's own model.")
+    confidence: bool = Field(
+        False, description="Completions state a confidence after the answer (`answer:d`, p = d/9); the base model is "
+        "warm-started with uninformative confidences and the answer checker ignores them (rankone.tasks.confidence)."
+    )
 
     @model_validator(mode="after")
     def _known_task(self) -> TaskConfig:
@@ -103,12 +107,16 @@ class TaskConfig(Strict):
             TASKS[self.name].Params.model_validate(self.params)
         except ValidationError as err:
             raise ValueError(f"params of task {self.name!r}: {_format_errors(err)}") from None
+        if self.confidence and TASKS[self.name].stores_table:
+            raise ValueError(f"task {self.name!r}: confidence is not supported on a table task (its bits-stored "
+                             "estimator scores the bare answer)")
         return self
 
     def task(self):
         from rankone.tasks import TASKS
+        from rankone.tasks.confidence import with_confidence
 
-        return TASKS[self.name]
+        return with_confidence(TASKS[self.name]) if self.confidence else TASKS[self.name]
 
     def typed_params(self):
         return self.task().Params.model_validate(self.params)
@@ -156,6 +164,11 @@ class RLConfig(Strict):
         "fresh prompts, until prompts_per_step groups carry signal. The run then ends when it has sampled the "
         "episodes plain RL samples in `steps` steps (steps x prompts_per_step x group_size), so both are compared "
         "at equal episodes.",
+    )
+    calibration_alpha: float = Field(
+        0.0, ge=0,
+        description="Calibration lever: add -calibration_alpha * (p - y)^2 (a Brier term; p the stated confidence, y "
+        "whether the answer is right) to the training reward. Needs tasks.rl.confidence; 0 turns it off.",
     )
 
     @property
@@ -436,6 +449,8 @@ class StudyConfig(Grid):
             self._check_capacity()
         if self.truncation and ("rl" not in self.regimes or "fullft" not in self.methods):
             raise ValueError("truncation: needs FullFT RL runs (regimes must include rl, methods fullft)")
+        if self.rl.calibration_alpha and not ("rl" in self.tasks and self.tasks["rl"].confidence):
+            raise ValueError("rl.calibration_alpha needs a task that states a confidence (tasks.rl.confidence: true)")
         if self.levers:
             self._check_levers()
         return self
@@ -450,6 +465,9 @@ class StudyConfig(Grid):
                 raise ValueError(f"levers.variants.{name}: {_format_errors(err)}") from None
             if all(getattr(self.rl, k) == v for k, v in changes.items()):
                 raise ValueError(f"levers.variants.{name}: changes nothing from the study's rl section")
+            if changes.get("calibration_alpha") and not self.tasks["rl"].confidence:
+                raise ValueError(f"levers.variants.{name}: calibration_alpha needs a task that states a confidence "
+                                 "(tasks.rl.confidence: true)")
         for what in ("methods", "seeds"):
             missing = [v for v in getattr(self.levers, what) if v not in getattr(self, what)]
             if missing:

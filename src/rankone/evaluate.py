@@ -2,7 +2,8 @@
 
 One job per (regime, model, method) evaluates all its learning rates and seeds, so
 data, tokenizer and base model load once (a process per run cost more than the
-evaluation itself). Greedy accuracy, sampled pass@1 and mean reward for both regimes; for SFT also the
+evaluation itself). Greedy accuracy, sampled pass@1 and mean reward for both regimes (and, on a
+task that states a confidence, the sampled completions' Brier score and calibration error); for SFT also the
 negative log-likelihood of the answers (test NLL); for SFT, and for RL on a table of
 known entropy (facts), the final total NLL of the training set and the bits absorbed:
 its drop from the base model to the trained one.
@@ -20,6 +21,7 @@ from rankone.info import NATS_TO_BITS
 from rankone.io import log, provenance, read_json, read_jsonl, seed_everything, write_jsonl
 from rankone.models.load import load_base, load_policy
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts, sample
+from rankone.tasks.confidence import calibration
 
 
 @torch.no_grad()
@@ -51,6 +53,7 @@ def score(cfg: StudyConfig, model, tokenizer, task, rows: list[dict], seed: int)
         "pass_at_1": sum(r > 0 for r in rewards) / len(rewards),
         **{f"pass_at_{k}": sum(pass_at_k(n, c, k) for c in correct) / len(rows) for k in range(2, n + 1)},
         "mean_reward": sum(rewards) / len(rewards),
+        **(calibration(sampled.texts, rewards) if task.states_confidence else {}),
     }
 
 

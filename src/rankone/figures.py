@@ -38,6 +38,9 @@ FIGURES = {
                   "equivalence margin. Colour = verdict.",
     "levers_pass_at_k.png": "Test pass@k against k (up to the group size) of plain RL and each lever, every method at "
                             "its best lr (mean over seeds).",
+    "levers_calibration.png": "Brier score (top) and calibration error (bottom) of the confidences stated in each "
+                              "step's sampled batch, plain RL against each lever, every method at its best lr (mean "
+                              "over seeds, smoothed); lower is better.",
 }
 
 
@@ -387,6 +390,25 @@ def plot_levers(table: pd.DataFrame, path: Path) -> None:
                        f"test gap to plain RL ({name})", f"{name}, band = ±{float(d.margin.iloc[0]):g}"))
     rows = max([len(p[0]) for p in panels] or [1])
     _forest_figure(panels, table, path, 4.6, 1.4 + 0.3 * rows)
+
+
+def plot_levers_calibration(curves: pd.DataFrame, window: int, path: Path) -> None:
+    """Brier score and calibration error per step per (model, method), one line per side, each the
+    mean over seeds smoothed over `window` steps."""
+    import matplotlib.pyplot as plt
+
+    panels = sorted(curves.groupby(["model", "method"]).groups) if len(curves) else []
+    fig, axes = plt.subplots(2, max(1, len(panels)), figsize=(4.2 * max(1, len(panels)), 6.4), squeeze=False,
+                             sharey="row")
+    mean = curves.groupby(["lever", "model", "method", "step"], as_index=False)[["brier", "ece"]].mean()
+    for col, (model, method) in enumerate(panels):
+        for lever, d in mean[(mean.model == model) & (mean.method == method)].groupby("lever", sort=False):
+            style = {"color": "black"} if lever == "plain" else {}
+            for row, metric in enumerate(("brier", "ece")):
+                axes[row, col].plot(d.step, d[metric].rolling(window, min_periods=1).mean(), label=lever, **style)
+        _label(axes[0, col], f"{model} · {method}", "step", "Brier score (batch)")
+        _label(axes[1, col], f"{model} · {method}", "step", "calibration error (batch)")
+    _save(fig, path)
 
 
 def plot_levers_pass_at_k(table: pd.DataFrame, path: Path) -> None:

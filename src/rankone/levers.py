@@ -15,7 +15,11 @@ at equal episodes. Per (lever, model, method), each side at its own best lr on v
 - `levers_efficiency.csv`: per side, the episodes and wall-clock seconds each run took
   to reach `levers.target_reward` (training reward, task checker, mean over
   `rl.format_collapse_window` steps), how many seeds reached it, the share of sampled
-  groups whose rewards were all equal (wasted: no gradient), steps and episodes used.
+  groups whose rewards were all equal (wasted: no gradient), steps and episodes used;
+- `levers_calibration.csv` (header only unless the task states a confidence): per step of
+  every chosen run, the sampled batch's Brier score and expected calibration error, so
+  the calibration lever (`rl.calibration_alpha`) is seen against plain RL over training;
+  its final test Brier and ECE join `levers.csv` (gaps: plain minus lever, lower is better).
 
 Reads run outputs only: the study's analysis tables, base models and test split, each
 lever's runs and evaluations.
@@ -33,6 +37,9 @@ from rankone.io import atomic_path, log, read_jsonl, seed_everything
 from rankone.paths import Layout
 
 KEYS = ["model", "method"]
+LOWER_IS_BETTER = ("brier", "ece")
+CALIBRATION_COLUMNS = ["lever", "model", "method", "lr", "seed", "step", "episodes", "reward", "brier", "ece",
+                       "confidence_stated"]
 
 
 def to_target(rewards: list[float], seconds: list[float], episodes: list[int], target: float,
@@ -97,9 +104,12 @@ def with_pass_at_k(runs: pd.DataFrame, table: pd.DataFrame, ks: list[int]) -> pd
 
 
 def compare_levers(cfg: StudyConfig, plain: pd.DataFrame, levers: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Each lever's runs at its best lr against plain RL's at its best lr, paired by seed, per metric."""
+    """Each lever's runs at its best lr against plain RL's at its best lr, paired by seed, per metric.
+    Gaps point the way that is better: lever minus plain, but plain minus lever for the metrics
+    where lower is better (Brier score and calibration error, on tasks that state a confidence)."""
     G = cfg.rl.group_size
     metrics = {"score": "test_score", "pass_at_1": "test_pass_at_1", f"pass_at_{G}": f"test_pass_at_{G}"}
+    metrics |= {metric: f"test_{metric}" for metric in LOWER_IS_BETTER if f"test_{metric}" in plain}
     margin = cfg.analysis.parity_threshold["rl"]
     out = []
     for name, runs in levers.items():
@@ -107,14 +117,27 @@ def compare_levers(cfg: StudyConfig, plain: pd.DataFrame, levers: dict[str, pd.D
             base = plain[(plain.model == model) & (plain.method == method)].set_index("seed")
             mine = mine.set_index("seed")
             for metric, column in metrics.items():
+                sign = -1 if metric in LOWER_IS_BETTER else 1
                 out.append({
                     "lever": name, "model": model, "method": method, "metric": metric,
                     "lr": float(mine.lr.iloc[0]), "lr_edge": mine.edge.iloc[0],
                     "plain_lr": float(base.lr.iloc[0]), "plain_lr_edge": base.edge.iloc[0],
                     "test_value": float(mine[column].mean()), "plain_test_value": float(base[column].mean()),
-                    **compare(mine[column], base[column], margin, cfg.analysis.confidence),
+                    **compare(sign * mine[column], sign * base[column], margin, cfg.analysis.confidence),
                 })
     return pd.DataFrame(out)
+
+
+def calibration_curves(at: Layout, runs: pd.DataFrame, side: str) -> pd.DataFrame:
+    """Per step of every run in `runs` (trained under `at`): the sampled batch's Brier score,
+    calibration error, share of completions stating a confidence and task reward."""
+    rows = []
+    for r in runs.itertuples():
+        for s in read_jsonl(at.train(RunId("rl", r.model, r.method, r.lr, r.seed)) / "metrics.jsonl"):
+            rows.append({"lever": side, "model": r.model, "method": r.method, "lr": r.lr, "seed": r.seed,
+                         "step": s["step"], "episodes": s["episodes"], "reward": s["reward"],
+                         **{k: s[k] for k in ("brier", "ece", "confidence_stated")}})
+    return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)
 
 
 def summarize_efficiency(runs: pd.DataFrame, side: str) -> pd.DataFrame:
@@ -139,6 +162,8 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     ks = [1, cfg.rl.group_size]
     passes = [pass_at_k(cfg, at, at, plain).assign(lever="plain")]
     effs = [summarize_efficiency(efficiency(cfg, cfg, at, plain), "plain")]
+    confident = cfg.tasks["rl"].confidence
+    curves = [calibration_curves(at, plain, "plain")] if confident else []
     tables = {}
     for name in lv.variants:
         study, where = cfg.lever_study(name), at.lever(name)
@@ -147,12 +172,15 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         passes.append(pass_at_k(cfg, at, where, picked).assign(lever=name))
         tables[name] = with_pass_at_k(picked, passes[-1], ks)
         effs.append(summarize_efficiency(efficiency(cfg, study, where, picked), name))
+        curves += [calibration_curves(where, picked, name)] if confident else []
         log.info("lever %s: %d runs at their best lr scored", name, len(picked))
     plain = with_pass_at_k(plain, passes[0], ks)
     out = at.analysis
     out.mkdir(parents=True, exist_ok=True)
     for file, frame in {"levers.csv": compare_levers(cfg, plain, tables),
                         "levers_efficiency.csv": pd.concat(effs, ignore_index=True),
-                        "levers_pass_at_k.csv": pd.concat(passes, ignore_index=True)}.items():
+                        "levers_pass_at_k.csv": pd.concat(passes, ignore_index=True),
+                        "levers_calibration.csv": pd.concat(curves or [pd.DataFrame(columns=CALIBRATION_COLUMNS)],
+                                                            ignore_index=True)}.items():
         with atomic_path(out / file) as tmp:
             frame.to_csv(tmp, index=False)

@@ -14,9 +14,10 @@ from pathlib import Path
 import pandas as pd
 
 from rankone.config import StudyConfig, method_label
-from rankone.figures import (FIGURES, SCORE_LABELS, by_method, method_order, plot_capacity, plot_capacity_falloff, plot_curves,
-                             plot_forest, plot_information, plot_levers, plot_levers_pass_at_k, plot_lr_sweep,
-                             plot_lr_vs_rank, plot_rl_bits, plot_truncation, plot_updates)
+from rankone.figures import (FIGURES, SCORE_LABELS, by_method, method_order, plot_capacity, plot_capacity_falloff,
+                             plot_curves, plot_forest, plot_information, plot_levers, plot_levers_calibration,
+                             plot_levers_pass_at_k, plot_lr_sweep, plot_lr_vs_rank, plot_rl_bits, plot_truncation,
+                             plot_updates)
 from rankone.io import atomic_path, git_state, package_versions, read_json
 from rankone.paths import Layout
 
@@ -148,6 +149,17 @@ def levers_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, list
     eff, passes = pd.read_csv(a / "levers_efficiency.csv"), pd.read_csv(a / "levers_pass_at_k.csv")
     plot_levers(table, out / "levers.png")
     plot_levers_pass_at_k(passes, out / "levers_pass_at_k.png")
+    calibration = []
+    if cfg.tasks["rl"].confidence:
+        plot_levers_calibration(pd.read_csv(a / "levers_calibration.csv"), cfg.rl.format_collapse_window,
+                                out / "levers_calibration.png")
+        calibration = [
+            "The RL task states a confidence after each answer (`answer:d`, p = d/9); the base model was warm-started "
+            "with confidences drawn independently of the answer. Brier score = mean (p - y)^2 over sampled test "
+            "completions (1 where none is stated), calibration error (ECE) = sum over confidence levels of share x "
+            "|accuracy - p|; for both, lower is better and the gap is plain minus lever.",
+            ("figure", "levers_calibration.png"),
+        ]
     show = ["lever", "model", "method", "metric", "lr", "lr_edge", "plain_lr", "plain_lr_edge", "test_value",
             "plain_test_value", "gap", "ci_low", "ci_high", "seeds", "verdict", "reason"]
     return [("Levers", [
@@ -158,7 +170,7 @@ def levers_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, list
         f"scored by this stage with {cfg.rl.group_size} samples per test prompt. For the controls (a fair-coin or "
         "format-only reward), plain RL's lead over them is its gain beyond format and sharpening.",
         *lever_findings(cfg, table, eff), ("figure", "levers.png"), ("figure", "levers_pass_at_k.png"),
-        _round(table[show]), _round(eff),
+        *calibration, _round(table[show]), _round(eff),
     ])]
 
 

@@ -196,8 +196,15 @@ OPTIONAL = {
         "figures": ("truncation",),
     },
     "levers": {
-        "tables": ("levers.csv", "levers_efficiency.csv", "levers_pass_at_k.csv"),
-        "figures": ("levers", "levers_pass_at_k"),
+        "tables": (
+            "levers.csv",
+            "levers_efficiency.csv",
+            "levers_pass_at_k.csv",
+            "levers_calibration.csv",
+        ),
+        # Calibration over training: only where the RL task states a confidence.
+        "figures": ("levers", "levers_pass_at_k")
+        + (("levers_calibration",) if "rl" in STUDY.tasks and STUDY.tasks["rl"].confidence else ()),
     },
 }
 

@@ -43,6 +43,7 @@ rule levers:
         table=f"{RESULTS}/analysis/levers.csv",
         efficiency=f"{RESULTS}/analysis/levers_efficiency.csv",
         pass_at_k=f"{RESULTS}/analysis/levers_pass_at_k.csv",
+        calibration=f"{RESULTS}/analysis/levers_calibration.csv",
     log:
         f"{RESULTS}/logs/levers.log",
     conda:

@@ -16,6 +16,7 @@ from rankone.config import StudyConfig
 from rankone.io import atomic_path, log, provenance, read_jsonl, seed_everything, write_json
 from rankone.models.load import load_base
 from rankone.rollouts import make_engine
+from rankone.tasks.confidence import calibration
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -49,6 +50,7 @@ def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dic
             **{f"pass_at_{k}": sum(pass_at_k(n, c, k) for c in correct) / len(rows) for k in (1, 2, 4, n) if k <= n},
             "zero_variance_share": sum(c in (0, n) for c in correct) / len(rows),
             "stop_share": samples.finish_reasons.count("stop") / len(samples.finish_reasons),
+            **(calibration(samples.texts, rewards) if task.states_confidence else {}),
         }
         log.info("%s %s: pass@1 %.3f, zero-variance groups %.2f", model_dir.name, split,
                  summary[split]["pass_at_1"], summary[split]["zero_variance_share"])

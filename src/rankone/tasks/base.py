@@ -18,6 +18,7 @@ class Task:
     name: str
     Params: type[BaseModel]
     stores_table = False  # True: a table of known entropy, so evaluate measures the bits a run stored
+    states_confidence = False  # True: completions end in a stated confidence (rankone.tasks.confidence)
 
     @classmethod
     def splits(cls, params: BaseModel, seed: int) -> dict[str, list[dict]]:

@@ -12,8 +12,10 @@ Levers (config `rl`, all off by default): `advantage_sign` learns from positive-
 (PSR) or negative-only (NSR) advantages; `reward` swaps the task's checker for a
 format-only reward or a fair coin (the controls); `variance_filter` drops groups whose
 rewards are all equal and refills the batch from fresh prompts, and the run then ends
-at plain RL's episode budget. The logged `reward` is always the task's checker;
-`train_reward` is what the update saw.
+at plain RL's episode budget; `calibration_alpha` subtracts a Brier term on the stated
+confidence (tasks that state one also log the batch's Brier score and calibration error
+each step). The logged `reward` is always the task's checker; `train_reward` is what
+the update saw.
 
 Every step checks that the sampler is the learner: the mean |log p_sampler -
 log p_learner| over sampled tokens is logged and the run stops when it passes
@@ -35,6 +37,7 @@ from rankone.info import entropy_bits
 from rankone.io import log, read_jsonl
 from rankone.models.sequences import completion_logprobs
 from rankone.rollouts import make_engine
+from rankone.tasks.confidence import brier_terms, calibration
 from rankone.train.common import Run, diverged
 
 
@@ -56,8 +59,10 @@ def group_advantages(rewards_P_G: torch.Tensor, sign: str = "both") -> tuple[tor
     return advantages_P_G, keep_P
 
 
-def training_rewards(kind: str, task, texts: list[str], answers: list[str], seed: int, step: int) -> torch.Tensor:
-    """The reward the trainer learns from: the task's checker, format only, or a seeded fair coin."""
+def training_rewards(kind: str, task, texts: list[str], answers: list[str], seed: int, step: int,
+                     calibration_alpha: float = 0.0) -> torch.Tensor:
+    """The reward the trainer learns from: the task's checker, format only, or a seeded fair coin;
+    with `calibration_alpha`, minus calibration_alpha x the Brier term of the stated confidence."""
     if kind == "task":
         values = [task.reward(t, a) for t, a in zip(texts, answers)]
     elif kind == "format":
@@ -67,6 +72,9 @@ def training_rewards(kind: str, task, texts: list[str], answers: list[str], seed
         values = [float(coins.random() < 0.5) for _ in texts]
     else:
         raise ValueError(f"unknown reward kind {kind!r}")
+    if calibration_alpha:
+        correct = [task.reward(t, a) for t, a in zip(texts, answers)]
+        values = [v - calibration_alpha * b for v, b in zip(values, brier_terms(texts, correct))]
     return torch.tensor(values)
 
 
@@ -143,8 +151,9 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
         samples = engine.sample([row["prompt"] for row in batch], G)
         answers = [batch[i // G]["answer"] for i in range(len(samples.texts))]
         task_rewards_B = training_rewards("task", task, samples.texts, answers, run.seed, step)
-        rewards_B = task_rewards_B if rl.reward == "task" else training_rewards(rl.reward, task, samples.texts,
-                                                                                  answers, run.seed, step)
+        plain = rl.reward == "task" and not rl.calibration_alpha
+        rewards_B = task_rewards_B if plain else training_rewards(rl.reward, task, samples.texts, answers, run.seed,
+                                                                  step, rl.calibration_alpha)
         advantages_P_G, keep_P = group_advantages(rewards_B.view(len(batch), G), rl.advantage_sign)
         learner_logprobs_B_C = completion_logprobs(
             policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C,
@@ -212,6 +221,8 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             "tokens": int(mask_B_C.sum()),
             "unparseable_share": unparseable_share(task, [t for x in rounds for t in x["samples"].texts]),
             **({"groups_sampled": len(keep_P), "groups_used": int(keep_P.sum())} if rl.variance_filter else {}),
+            **(calibration([t for x in rounds for t in x["samples"].texts], task_rewards_B.tolist())
+               if task.states_confidence else {}),
         })
         ctx.timings.append({"step": step, "sample_seconds": t_sample, "seconds": time.time() - t0})
         if diverged(float(loss.detach())) or diverged(grad_norm):
