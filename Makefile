@@ -1,12 +1,12 @@
 # make study : set up .venv from the lock (if missing) and run the default study
 # make test  : set up .venv (if missing) and run the test suite
-# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity : experiments layered over the default study
+# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / real : experiments layered over the default study
 VENV := .venv
 PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: study smoke layers capacity truncation levers calibration tinylora rl-capacity test benchmark lint env
+.PHONY: study smoke layers capacity truncation levers calibration tinylora rl-capacity real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -36,6 +36,9 @@ truncation: env
 
 levers: env
 	snakemake --cores all --configfile config/experiments/levers.yaml
+
+real: env
+	snakemake --cores all --configfile config/experiments/real-cpu.yaml
 
 calibration: env
 	snakemake --cores all --configfile config/experiments/calibration.yaml

@@ -21,7 +21,7 @@ def test_each_table_size_holds_exactly_its_bits(tmp_path):
         digits = cfg.tasks["sft"].params["digits"]
         assert manifest["splits"]["train"]["rows"] == n
         assert manifest["information_bits"] == n * digits * math.log2(10)
-        assert (tmp_path / cfg.experiment / "capacity" / f"n{n}" / "data" / "sft" / "train.jsonl").is_file()
+        assert (tmp_path / cfg.experiment / "capacity" / f"n{n}" / "data" / "sft" / "train.parquet").is_file()
 
 
 def test_bits_stored_is_the_table_minus_what_is_still_uncertain():

@@ -30,9 +30,9 @@ def test_verify_accepts_untouched_data(data_copy):
 
 def test_truncated_dataset_is_refused(data_copy):
     config, data = data_copy
-    train = data / "sft" / "train.jsonl"
+    train = data / "sft" / "train.parquet"
     train.write_bytes(train.read_bytes()[: train.stat().st_size // 2])
-    with pytest.raises(DataError, match="train.jsonl: checksum mismatch"):
+    with pytest.raises(DataError, match="train.parquet: checksum mismatch"):
         verify(data / "sft")
     out = subprocess.run([sys.executable, "-m", "rankone", "train", "--config", str(config),
                           "--run", "sft/qwen3-tiny/fullft/lr0.001/seed0"], capture_output=True, text=True)
@@ -41,13 +41,24 @@ def test_truncated_dataset_is_refused(data_copy):
 
 
 def test_checksum_mismatch_after_an_edit(data_copy):
+    from rankone.data import read_split, write_split
+
     _, data = data_copy
-    val = data / "rl" / "val.jsonl"
-    lines = val.read_text().splitlines()
-    lines[0] = lines[0].replace('"answer": "', '"answer": "9')
-    val.write_text("\n".join(lines) + "\n")
-    with pytest.raises(DataError, match="val.jsonl: checksum mismatch"):
+    rows = read_split(data / "rl", "val")
+    rows[0]["answer"] = "9" + rows[0]["answer"]  # a well-formed file, one answer changed
+    write_split(data / "rl" / "val.parquet", rows)
+    with pytest.raises(DataError, match="val.parquet: checksum mismatch"):
         verify(data / "rl")
+
+
+def test_splits_go_through_datasets_with_their_fingerprint(data_copy):
+    import datasets
+
+    _, data = data_copy
+    manifest = verify(data / "rl")
+    val = datasets.Dataset.from_parquet(str(data / "rl" / "val.parquet"), keep_in_memory=True)
+    assert val.column_names == ["prompt", "answer"] and len(val) == manifest["splits"]["val"]["rows"]
+    assert len(set(m["fingerprint"] for m in manifest["splits"].values())) == len(manifest["splits"])
 
 
 def test_missing_manifest(data_copy):

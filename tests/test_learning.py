@@ -12,7 +12,7 @@ import torch
 
 from rankone.config import RunId
 from rankone.evaluate import answer_nll_nats
-from rankone.io import read_jsonl
+from rankone.data import read_split
 from rankone.models.load import load_base, load_policy, make_policy
 from rankone.models.sequences import completion_logprobs
 from rankone.rollouts import make_engine
@@ -32,7 +32,7 @@ def test_policy_gradient_raises_the_log_prob_of_rewarded_completions(study, meth
     cfg, at = study
     model, tokenizer = load_base(at.model("qwen3-tiny"))
     policy = make_policy(model, method, cfg.lora, "all-linear")
-    prompts = [row["prompt"] for row in read_jsonl(at.data("rl") / "train.jsonl")[:8]]
+    prompts = [row["prompt"] for row in read_split(at.data("rl"), "train")[:8]]
     torch.manual_seed(0)
     samples = make_engine("hf", policy, tokenizer, 1.0, cfg.rollout.max_new_tokens).sample(prompts, G)
     # Reward the alphabetically first completion of each group (identical texts share a reward).
@@ -65,7 +65,7 @@ def test_sft_steps_lower_the_nll_of_the_trained_answers(study, tmp_path, path):
     run = RunId.parse(path)
     short = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"steps": 12})})
     TRAINERS["sft"](short, run, at.model(run.model), at.data("sft"), tmp_path)
-    rows = read_jsonl(at.data("sft") / "train.jsonl")
+    rows = read_split(at.data("sft"), "train")
     base, tokenizer = load_base(at.model(run.model))
     trained, _ = load_policy(at.model(run.model), tmp_path / "weights", run.method)
     before, tokens = answer_nll_nats(base, tokenizer, rows)

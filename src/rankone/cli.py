@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from rankone.config import ConfigError, RunId, StudyConfig, json_schema, load
-from rankone.io import log, setup_logging
+from rankone.io import InputError, log, setup_logging
 from rankone.paths import Layout
 
 
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             write_resolved(cfg, Path(args.out))
             return 0
         args.func(cfg, args)
-    except ConfigError as err:
+    except (ConfigError, InputError) as err:
         log.error("%s", err)
         return 2
     return 0

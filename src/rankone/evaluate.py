@@ -18,7 +18,8 @@ import torch
 
 from rankone.config import RunId, StudyConfig
 from rankone.info import NATS_TO_BITS
-from rankone.io import log, provenance, read_json, read_jsonl, seed_everything, write_jsonl
+from rankone.data import read_split
+from rankone.io import log, provenance, read_json, seed_everything, write_jsonl
 from rankone.models.load import load_base, load_policy
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts, sample
 from rankone.tasks.confidence import calibration
@@ -96,10 +97,10 @@ def run(cfg: StudyConfig, regime: str, model: str, method: str, at) -> list[dict
     if not runs:
         raise ValueError(f"no runs for {regime}/{model}/{method} in the study's grid")
     data_dir, model_dir = at.data(regime), at.model(model)
-    splits = {s: read_jsonl(data_dir / f"{s}.jsonl")[: cfg.evaluate.n_prompts] for s in ("val", "test")}
+    splits = {s: read_split(data_dir, s)[: cfg.evaluate.n_prompts] for s in ("val", "test")}
     base_train_nats = None
     if cfg.measures_storage(regime):  # bits stored, the same estimator in both regimes
-        splits["train"] = read_jsonl(data_dir / "train.jsonl")
+        splits["train"] = read_split(data_dir, "train")
         base, tokenizer = load_base(model_dir)
         base_train_nats, _ = answer_nll_nats(base, tokenizer, splits["train"])
     results = [evaluate_run(cfg, r, model_dir, splits, base_train_nats, at.train(r)) for r in runs]

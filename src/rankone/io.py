@@ -22,6 +22,10 @@ log = logging.getLogger("rankone")
 TRACKED_PACKAGES = ("torch", "transformers", "peft", "tokenizers", "safetensors", "snakemake", "numpy", "pandas")
 
 
+class InputError(ValueError):
+    """Data, a checkpoint or a path that cannot be used; the message names it (the CLI exits 2)."""
+
+
 def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
 

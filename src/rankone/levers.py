@@ -33,6 +33,7 @@ import pandas as pd
 
 from rankone.analysis import best_learning_rates, collect, compare
 from rankone.config import RunId, StudyConfig
+from rankone.data import read_split
 from rankone.io import atomic_path, log, read_jsonl, seed_everything
 from rankone.paths import Layout
 
@@ -77,7 +78,7 @@ def pass_at_k(cfg: StudyConfig, at: Layout, where: Layout, runs: pd.DataFrame) -
 
     G = cfg.rl.group_size
     scorer = cfg.model_copy(update={"evaluate": cfg.evaluate.model_copy(update={"samples_per_prompt": G})})
-    test = read_jsonl(at.data("rl") / "test.jsonl")[: cfg.evaluate.n_prompts]
+    test = read_split(at.data("rl"), "test")[: cfg.evaluate.n_prompts]
     task, rows = cfg.tasks["rl"].task(), []
     for r in runs.itertuples():
         run = RunId("rl", r.model, r.method, r.lr, r.seed)

@@ -28,7 +28,8 @@ import torch
 
 from rankone.analysis import interval
 from rankone.config import RunId, StudyConfig
-from rankone.io import atomic_path, log, provenance, read_jsonl, seed_everything, write_json
+from rankone.data import read_split
+from rankone.io import atomic_path, log, provenance, seed_everything, write_json
 from rankone.paths import Layout
 from rankone.updates import load_tensors
 
@@ -93,7 +94,7 @@ def score_runs(cfg: StudyConfig, at: Layout, model_name: str, runs: list[RunId],
     model, tokenizer = load_base(at.model(model_name))
     model.eval()
     task = cfg.tasks["rl"].task()
-    rows_test = read_jsonl(at.data("rl") / "test.jsonl")[: cfg.evaluate.n_prompts]
+    rows_test = read_split(at.data("rl"), "test")[: cfg.evaluate.n_prompts]
     base = {k: v.clone() for k, v in model.state_dict().items()}
     ks = default_ranks([tuple(v.shape) for v in base.values()])
     full_rank = ks[-1]

@@ -5,10 +5,10 @@
 
 use rule data as capacity_data with:
     output:
-        train=f"{CAPACITY}/data/{{regime}}/train.jsonl",
-        val=f"{CAPACITY}/data/{{regime}}/val.jsonl",
-        test=f"{CAPACITY}/data/{{regime}}/test.jsonl",
-        warmup=f"{CAPACITY}/data/{{regime}}/warmup.jsonl",
+        train=f"{CAPACITY}/data/{{regime}}/train.parquet",
+        val=f"{CAPACITY}/data/{{regime}}/val.parquet",
+        test=f"{CAPACITY}/data/{{regime}}/test.parquet",
+        warmup=f"{CAPACITY}/data/{{regime}}/warmup.parquet",
         manifest=f"{CAPACITY}/data/{{regime}}/manifest.json",
     log:
         f"{RESULTS}/logs/capacity/n{{n_facts}}/data/{{regime}}.log",

@@ -129,14 +129,14 @@ def method_runs(wildcards):
 
 def model_data():
     """What the warm-start reads: every task's warm-up split, and RL train for the pass@1 check."""
-    return [f"{RESULTS}/data/{regime}/warmup.jsonl" for regime in STUDY.tasks] + [
-        f"{RESULTS}/data/rl/train.jsonl"
+    return [f"{RESULTS}/data/{regime}/warmup.parquet" for regime in STUDY.tasks] + [
+        f"{RESULTS}/data/rl/train.parquet"
     ]
 
 
 def data_inputs(wildcards):
     return expand(
-        f"{scope(wildcards)[1]}/data/{{regime}}/{{split}}.jsonl",
+        f"{scope(wildcards)[1]}/data/{{regime}}/{{split}}.parquet",
         regime=wildcards.regime,
         split=["train", "val", "test"],
     )

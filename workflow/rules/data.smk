@@ -1,9 +1,9 @@
 rule data:
     output:
-        train=f"{RESULTS}/data/{{regime}}/train.jsonl",
-        val=f"{RESULTS}/data/{{regime}}/val.jsonl",
-        test=f"{RESULTS}/data/{{regime}}/test.jsonl",
-        warmup=f"{RESULTS}/data/{{regime}}/warmup.jsonl",
+        train=f"{RESULTS}/data/{{regime}}/train.parquet",
+        val=f"{RESULTS}/data/{{regime}}/val.parquet",
+        test=f"{RESULTS}/data/{{regime}}/test.parquet",
+        warmup=f"{RESULTS}/data/{{regime}}/warmup.parquet",
         manifest=f"{RESULTS}/data/{{regime}}/manifest.json",
     log:
         f"{RESULTS}/logs/data/{{regime}}.log",

@@ -5,10 +5,10 @@
 
 use rule data as lever_data with:
     output:
-        train=f"{LEVER}/data/{{regime}}/train.jsonl",
-        val=f"{LEVER}/data/{{regime}}/val.jsonl",
-        test=f"{LEVER}/data/{{regime}}/test.jsonl",
-        warmup=f"{LEVER}/data/{{regime}}/warmup.jsonl",
+        train=f"{LEVER}/data/{{regime}}/train.parquet",
+        val=f"{LEVER}/data/{{regime}}/val.parquet",
+        test=f"{LEVER}/data/{{regime}}/test.parquet",
+        warmup=f"{LEVER}/data/{{regime}}/warmup.parquet",
         manifest=f"{LEVER}/data/{{regime}}/manifest.json",
     log:
         f"{RESULTS}/logs/levers/{{lever}}/data/{{regime}}.log",
@@ -38,7 +38,7 @@ rule levers:
         analysis=f"{RESULTS}/analysis/runs.csv",
         best=f"{RESULTS}/analysis/best_lr.csv",
         models=expand(f"{RESULTS}/models/{{model}}", model=STUDY.models),
-        test=f"{RESULTS}/data/rl/test.jsonl",
+        test=f"{RESULTS}/data/rl/test.parquet",
     output:
         table=f"{RESULTS}/analysis/levers.csv",
         efficiency=f"{RESULTS}/analysis/levers_efficiency.csv",

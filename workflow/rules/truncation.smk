@@ -6,7 +6,7 @@ rule truncation:
     input:
         best=f"{RESULTS}/analysis/best_lr.csv",
         models=expand(f"{RESULTS}/models/{{model}}", model=STUDY.models),
-        test=f"{RESULTS}/data/rl/test.jsonl",
+        test=f"{RESULTS}/data/rl/test.parquet",
         weights=fullft_weights("rl"),
     output:
         table=f"{RESULTS}/analysis/truncation.csv",

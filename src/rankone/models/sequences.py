@@ -26,7 +26,15 @@ class Samples:
 
 
 def encode_prompts(tokenizer, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    enc = tokenizer(prompts, return_tensors="pt", padding=True)
+    """Left-padded prompt ids and mask. A tokenizer with a chat template (kept by the models stage
+    for chat presets only) gets each prompt as one user message, rendered with the template up to
+    the assistant's turn; the template then brings its own special tokens."""
+    if tokenizer.chat_template:
+        texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                               add_generation_prompt=True) for p in prompts]
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    else:
+        enc = tokenizer(prompts, return_tensors="pt", padding=True)
     return enc.input_ids, enc.attention_mask
 
 

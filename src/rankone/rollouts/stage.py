@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 
 from rankone.config import StudyConfig
-from rankone.io import atomic_path, log, provenance, read_jsonl, seed_everything, write_json
+from rankone.data import read_split
+from rankone.io import atomic_path, log, provenance, seed_everything, write_json
 from rankone.models.load import load_base
 from rankone.rollouts import make_engine
 from rankone.tasks.confidence import calibration
@@ -36,7 +37,7 @@ def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dic
     summary: dict = {"model": model_dir.name, "samples_per_prompt": r.samples_per_prompt}
     per_prompt = []
     for split in ("train", "val"):
-        rows = read_jsonl(data_dir / f"{split}.jsonl")[: r.n_prompts]
+        rows = read_split(data_dir, split)[: r.n_prompts]
         torch.manual_seed(cfg.seed)
         samples = engine.sample([row["prompt"] for row in rows], r.samples_per_prompt)
         n = r.samples_per_prompt

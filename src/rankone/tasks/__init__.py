@@ -9,7 +9,9 @@ from __future__ import annotations
 from rankone.tasks.arithmetic import Arithmetic
 from rankone.tasks.base import Task
 from rankone.tasks.facts import Facts
+from rankone.tasks.hub import GSM8K, MATH
+from rankone.tasks.reasoning_gym import ReasoningGym
 
-TASKS: dict[str, type[Task]] = {task.name: task for task in (Arithmetic, Facts)}
+TASKS: dict[str, type[Task]] = {task.name: task for task in (Arithmetic, Facts, ReasoningGym, GSM8K, MATH)}
 
 __all__ = ["TASKS", "Task"]

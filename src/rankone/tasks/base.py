@@ -42,6 +42,18 @@ class Task:
         return 1.0 if cls.parse_answer(completion) == answer else 0.0
 
     @classmethod
+    def check_references(cls, splits: dict[str, list[dict]]) -> None:
+        """Refuse data whose reference answers the task's own checker cannot parse (it would score
+        every completion wrong): a reference must earn full reward as a completion of its own."""
+        from rankone.io import InputError
+
+        for split, rows in splits.items():
+            for i, row in enumerate(rows):
+                if cls.reward(row["answer"], row["answer"]) != 1.0:
+                    raise InputError(f"task {cls.name!r}, {split} row {i} (prompt {row['prompt'][:60]!r}): the answer "
+                                     f"checker cannot parse the reference answer {row['answer']!r}")
+
+    @classmethod
     def corpus(cls, rows: list[dict], corruption: float, n: int, seed: int) -> list[tuple[str, str]]:
         """Pretraining pairs (prompt, answer) drawn from `rows`, a share `corruption` of them
         given the answer of another row, so the warm-started policy is right only part of the time."""

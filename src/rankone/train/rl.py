@@ -34,7 +34,8 @@ import torch
 
 from rankone.config import RunId, StudyConfig
 from rankone.info import entropy_bits
-from rankone.io import log, read_jsonl
+from rankone.data import read_split
+from rankone.io import log
 from rankone.models.sequences import completion_logprobs
 from rankone.rollouts import make_engine
 from rankone.tasks.confidence import brier_terms, calibration
@@ -138,7 +139,7 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
     ctx = Run.start(cfg, run, model_dir, out_dir)
     policy, task = ctx.policy, cfg.tasks["rl"].task()
     engine = make_engine(r.engine, policy, ctx.tokenizer, r.temperature, r.max_new_tokens, model_dir, run.rank, run.seed)
-    rows = read_jsonl(data_dir / "train.jsonl")
+    rows = read_split(data_dir, "train")
     prompt_rng = random.Random(f"prompts:{run.seed}")
     for _ in range(ctx.start_step):  # resuming: replay the prompt draws already made
         prompt_rng.sample(rows, rl.prompts_per_step)

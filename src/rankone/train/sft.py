@@ -12,7 +12,8 @@ from pathlib import Path
 
 from rankone.config import RunId, StudyConfig
 from rankone.info import NATS_TO_BITS
-from rankone.io import log, read_jsonl
+from rankone.data import read_split
+from rankone.io import log
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
 from rankone.train.common import Run, diverged
 
@@ -38,7 +39,7 @@ def sft_loss(logprobs_B_C, mask_B_C):
 def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
     sft = cfg.sft
     ctx = Run.start(cfg, run, model_dir, out_dir)
-    rows = read_jsonl(data_dir / "train.jsonl")
+    rows = read_split(data_dir, "train")
     stream = batches(rows, sft.batch_size, run.seed)
     for _ in range(ctx.start_step):  # resuming: replay the batches already seen
         next(stream)

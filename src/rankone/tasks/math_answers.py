@@ -1,0 +1,46 @@
+"""Answers checked by math-verify, for tasks whose completions are free text (chat models).
+
+The checker extracts the final mathematical answer from a completion with
+`math_verify.parse` (LaTeX, boxed or plain expressions: "So 5 + 3 = 8.", "x = 1/2") and
+compares it with the reference by value (`math_verify.verify`), so it tolerates the
+model's phrasing. The reference is parsed as `\\boxed{answer}`. The same checker scores
+the base model, every trained run and every evaluation.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from rankone.tasks.base import Task
+
+
+@functools.lru_cache(maxsize=65536)
+def parse_reference(answer: str) -> tuple:
+    from math_verify import parse
+
+    return tuple(parse(f"\\boxed{{{answer}}}"))
+
+
+def parse_completion(completion: str) -> list:
+    from math_verify import parse
+
+    return parse(completion)
+
+
+class MathAnswerTask(Task):
+    """A task whose reward is math-verify's equivalence of the completion's answer and the reference."""
+
+    @staticmethod
+    def parse_answer(completion: str) -> str | None:
+        parsed = parse_completion(completion)
+        return str(parsed[-1]) if parsed else None
+
+    @classmethod
+    def reward(cls, completion: str, answer: str) -> float:
+        from math_verify import verify
+
+        gold = parse_reference(answer)
+        if not gold:
+            return 0.0
+        parsed = parse_completion(completion)
+        return 1.0 if parsed and verify(list(gold), parsed) else 0.0
