@@ -1,8 +1,9 @@
 """Speed, not correctness: `make benchmark` (pytest-benchmark). Ratios, measured in one run.
 
 Times rollout sampling (tokens/s) and one SFT optimizer step per method on the tiny
-presets, built from config/default.yaml's architecture, and a train job of the smoke
-study's five seeds run as one process per cell against one process per seed.
+presets, built from config/default.yaml's architecture, rollout sampling on the real
+SmolLM2-135M-Instruct checkpoint with a rank-1 adapter (hf against vLLM), and a train
+job of the smoke study's five seeds run as one process per cell against one process per seed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from rankone.models import PRESETS, build_tokenizer
 from rankone.models.load import make_policy
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
 from rankone.rollouts import make_engine
-from tests.conftest import ROOT, smoke_dict, study  # noqa: F401 - the smoke study fixture
+from tests.conftest import ROOT, smollm2, smoke_dict, study  # noqa: F401 - the smoke study and SmolLM2 fixtures
 
 DEFAULT = validate(yaml.safe_load((ROOT / "config/default.yaml").read_text()))
 
@@ -51,6 +52,34 @@ def test_sampling_tokens_per_second(benchmark, tmp_path, model_name, engine_name
     engine = make_engine(engine_name, model, tokenizer, 1.0, DEFAULT.rollout.max_new_tokens, tmp_path, None, 0)
     prompts = PROMPTS[: DEFAULT.rl.prompts_per_step]
     samples = benchmark.pedantic(engine.sample, (prompts, DEFAULT.rl.group_size), rounds=20, warmup_rounds=2)
+    tokens = int(samples.completion_mask_B_C.sum())
+    benchmark.extra_info["tokens_per_call"] = tokens
+    benchmark.extra_info["tokens_per_second"] = tokens / benchmark.stats.stats.mean
+    engine.close()
+
+
+REAL = validate({**yaml.safe_load((ROOT / "config/default.yaml").read_text()),
+                 **yaml.safe_load((ROOT / "config/experiments/real-cpu.yaml").read_text())})
+
+
+@pytest.mark.parametrize("engine_name", ["hf", "vllm"])
+def test_real_checkpoint_sampling_tokens_per_second(benchmark, smollm2, engine_name):
+    """SmolLM2-135M-Instruct with a rank-1 adapter (as in `make real`): one RL step's rollouts of
+    the real-cpu study (prompts per step x group size, up to its max_new_tokens, temperature 1)."""
+    if engine_name == "vllm":
+        pytest.importorskip("vllm")
+    from rankone.data import read_split
+    from rankone.models.load import load_base
+
+    cfg, at, _ = smollm2
+    torch.set_num_threads(1)
+    model, tokenizer = load_base(at.model("smollm2-135m"))
+    policy = make_policy(model, "lora-r1", REAL.lora, "all-linear")
+    r = REAL.rollout
+    engine = make_engine(engine_name, policy, tokenizer, 1.0, r.max_new_tokens, at.model("smollm2-135m"), 1, 0)
+    prompts = [row["prompt"] for row in read_split(at.data("rl"), "train")[: REAL.rl.prompts_per_step]]
+    torch.manual_seed(0)
+    samples = benchmark.pedantic(engine.sample, (prompts, REAL.rl.group_size), rounds=5, warmup_rounds=1)
     tokens = int(samples.completion_mask_B_C.sum())
     benchmark.extra_info["tokens_per_call"] = tokens
     benchmark.extra_info["tokens_per_second"] = tokens / benchmark.stats.stats.mean

@@ -18,12 +18,9 @@ from rankone.config import RunId, validate
 from rankone.data import read_split
 from rankone.io import InputError, read_json
 from rankone.paths import Layout
-from tests.conftest import ROOT, smoke_dict
+from tests.conftest import RGYM, ROOT, real_config, smoke_dict
 
 FIXTURES = ROOT / "tests" / "fixtures" / "hub"
-RGYM = {"name": "reasoning-gym", "params": {
-    "dataset": "basic_arithmetic", "n_train": 16, "n_val": 4, "n_test": 4,
-    "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1, "operators": ["+"]}}}
 
 
 def offline_env(tmp_path) -> dict:
@@ -37,29 +34,6 @@ def cli(tmp_path, config: dict, *args: str) -> subprocess.CompletedProcess:
     path.write_text(yaml.safe_dump(config))
     return subprocess.run([sys.executable, "-m", "rankone", *args, "--config", str(path)], capture_output=True,
                           text=True, env=offline_env(tmp_path))
-
-
-def real_config(tmp_path, **overrides) -> dict:
-    """The smoke study on SmolLM2 and reasoning-gym, RL only, at a few steps."""
-    return smoke_dict(**{
-        "results_dir": str(tmp_path / "results"), "models": ["smollm2-135m"], "regimes": ["rl"],
-        "tasks": {"rl": RGYM}, "methods": ["fullft", "lora-r1"], "capacity": None, "truncation": None,
-        "levers": None, "rollout": {"engine": "hf", "n_prompts": 4, "samples_per_prompt": 2, "max_new_tokens": 8},
-        "rl": {"steps": 2, "prompts_per_step": 2, "group_size": 2, "log_every": 1}, **overrides})
-
-
-@pytest.fixture(scope="module")
-def smollm2(tmp_path_factory):
-    """The smollm2-135m preset converted by the models stage, beside reasoning-gym data."""
-    from rankone import data
-    from rankone.models.build import build
-
-    root = tmp_path_factory.mktemp("real")
-    cfg = validate(real_config(root))
-    at = Layout(cfg)
-    data.build(cfg, "rl", at.data("rl"))
-    info = build(cfg, "smollm2-135m", at.data_root, at.model("smollm2-135m"))
-    return cfg, at, info
 
 
 def test_the_gguf_becomes_an_ordinary_checkpoint_with_its_chat_template(smollm2):

@@ -33,6 +33,16 @@ SUPPORTED_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed max_lora_rank values
 
 
+def cache_size(config, sequences: int = 32, longest: int = 512) -> tuple[int, int]:
+    """(max_model_len, KV-cache bytes): the model's context up to `longest` tokens (64 for the tiny
+    models, 512 for a chat model, whose template adds a system prompt), and fp32 keys and values
+    for `sequences` such sequences, at least 64 MiB."""
+    length = min(config.max_position_embeddings, longest)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * 4
+    return length, max(64 << 20, per_token * length * sequences)
+
+
 class VLLMEngine:
     name = "vllm"
 
@@ -49,16 +59,17 @@ class VLLMEngine:
         lora = {}
         if rank is not None:
             lora = {"enable_lora": True, "max_loras": 1, "max_lora_rank": min(r for r in LORA_RANKS if r >= rank)}
+        max_model_len, kv_bytes = cache_size(model.config)
         self.llm = LLM(
             model=str(model_dir),
             tokenizer=str(model_dir),
             dtype="float32",
             seed=seed,
             enforce_eager=True,
-            max_model_len=64,
+            max_model_len=max_model_len,
             max_num_seqs=256,
             enable_prefix_caching=False,
-            kv_cache_memory_bytes=64 << 20,  # tiny models: 64 MiB of KV cache, not a share of RAM
+            kv_cache_memory_bytes=kv_bytes,  # sized to the model, not a share of RAM
             logprobs_mode="processed_logprobs",
             **lora,
         )
