@@ -204,7 +204,11 @@ OPTIONAL = {
         ),
         # Calibration over training: only where the RL task states a confidence.
         "figures": ("levers", "levers_pass_at_k")
-        + (("levers_calibration",) if "rl" in STUDY.tasks and STUDY.tasks["rl"].confidence else ()),
+        + (
+            ("levers_calibration",)
+            if "rl" in STUDY.tasks and STUDY.tasks["rl"].confidence
+            else ()
+        ),
     },
 }
 
