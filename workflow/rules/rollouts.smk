@@ -1,7 +1,7 @@
 rule rollouts:
     input:
         model=f"{RESULTS}/models/{{model}}",
-        data=f"{RESULTS}/data/rl/test.parquet",
+        data=f"{RESULTS}/data/rl/val.parquet",
     output:
         summary=f"{RESULTS}/rollouts/{{model}}/summary.json",
         per_prompt=f"{RESULTS}/rollouts/{{model}}/per_prompt.csv",

@@ -1,8 +1,7 @@
 """The rollouts stage: how the base policy behaves before any training.
 
 Per prompt pass rate, the share of zero-variance groups (all samples right or all
-wrong: no policy-gradient signal), and unbiased pass@k, on train, val and test prompts,
-scored with the task's own checker (the one training and evaluation use).
+wrong: no policy-gradient signal), and unbiased pass@k, on train and val prompts.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dic
     task = cfg.tasks["rl"].task()
     summary: dict = {"model": model_dir.name, "samples_per_prompt": r.samples_per_prompt}
     per_prompt = []
-    for split in ("train", "val", "test"):
+    for split in ("train", "val"):
         rows = read_split(data_dir, split)[: r.n_prompts]
         torch.manual_seed(cfg.seed)
         samples = engine.sample([row["prompt"] for row in rows], r.samples_per_prompt)
