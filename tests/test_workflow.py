@@ -215,13 +215,14 @@ def test_changing_the_sft_task_rebuilds_the_base_models(smoke):
 
 def test_a_layered_config_switches_the_rl_task(smoke, tmp_path):
     layer = tmp_path / "facts-rl.yaml"
-    layer.write_text(yaml.safe_dump({"experiment": "facts-rl", "capacity": None, "tasks": {"rl": {
+    # levers off too: the smoke study's calibration lever needs a task that states a confidence
+    layer.write_text(yaml.safe_dump({"experiment": "facts-rl", "capacity": None, "levers": None, "tasks": {"rl": {
         "name": "facts", "params": {"n_facts": 64, "digits": 1, "n_val": 16, "n_test": 16}}}}))
     out = snakemake(smoke, "-n", configs=("config/smoke.yaml", str(layer)))
     assert out.returncode == 0, out.stderr[-3000:]
     resolved = yaml.safe_load((smoke / "results/facts-rl/study.yaml").read_text())
     assert resolved["tasks"]["rl"] == {"name": "facts", "params": {"n_facts": 64, "digits": 1, "n_val": 16,
-                                                                   "n_test": 16}}
+                                                                   "n_test": 16}, "confidence": False}
 
 
 def test_provenance_names_the_stage_its_config_and_code(smoke):
