@@ -61,11 +61,14 @@ def group_advantages(rewards_P_G: torch.Tensor, sign: str = "both") -> tuple[tor
 
 
 def training_rewards(kind: str, task, texts: list[str], answers: list[str], seed: int, step: int,
-                     calibration_alpha: float = 0.0) -> torch.Tensor:
+                     calibration_alpha: float = 0.0, correct: list[float] | None = None) -> torch.Tensor:
     """The reward the trainer learns from: the task's checker, format only, or a seeded fair coin;
-    with `calibration_alpha`, minus calibration_alpha x the Brier term of the stated confidence."""
+    with `calibration_alpha`, minus calibration_alpha x the Brier term of the stated confidence.
+    `correct`: the task checker's rewards of `texts`, when the caller has them already."""
+    if correct is None and (kind == "task" or calibration_alpha):
+        correct = [task.reward(t, a) for t, a in zip(texts, answers)]
     if kind == "task":
-        values = [task.reward(t, a) for t, a in zip(texts, answers)]
+        values = list(correct)
     elif kind == "format":
         values = [float(task.parse_answer(t) is not None) for t in texts]
     elif kind == "random":  # a function of (seed, step) only, so a resumed run draws the same coins
@@ -74,7 +77,6 @@ def training_rewards(kind: str, task, texts: list[str], answers: list[str], seed
     else:
         raise ValueError(f"unknown reward kind {kind!r}")
     if calibration_alpha:
-        correct = [task.reward(t, a) for t, a in zip(texts, answers)]
         values = [v - calibration_alpha * b for v, b in zip(values, brier_terms(texts, correct))]
     return torch.tensor(values)
 
@@ -154,7 +156,7 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
         task_rewards_B = training_rewards("task", task, samples.texts, answers, run.seed, step)
         plain = rl.reward == "task" and not rl.calibration_alpha
         rewards_B = task_rewards_B if plain else training_rewards(rl.reward, task, samples.texts, answers, run.seed,
-                                                                  step, rl.calibration_alpha)
+                                                                  step, rl.calibration_alpha, task_rewards_B.tolist())
         advantages_P_G, keep_P = group_advantages(rewards_B.view(len(batch), G), rl.advantage_sign)
         learner_logprobs_B_C = completion_logprobs(
             policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C,
