@@ -30,6 +30,11 @@ include: "workflow/rules/levers.smk"
 include: "workflow/rules/report.smk"
 
 
+# A cluster executor's scheduler is asked once before the first job is submitted.
+onstart:
+    check_executor()
+
+
 rule all:
     default_target: True
     input:

@@ -1,9 +1,13 @@
 """Shared fixtures: a tiny study and the real SmolLM2 checkpoint, built through the real stage
-functions (no Snakemake)."""
+functions (no Snakemake), and the smoke study run by real Snakemake."""
 
 from __future__ import annotations
 
 import copy
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +61,68 @@ def smollm2(tmp_path_factory):
     data.build(cfg, "rl", at.data("rl"))
     info = build(cfg, "smollm2-135m", at.data_root, at.model("smollm2-135m"))
     return cfg, at, info
+
+
+def copy_workflow(workdir: Path) -> Path:
+    """What a clone needs to run the workflow, copied into `workdir` (made if missing)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    for item in ("Snakefile", "workflow", "config", "src", "envs"):
+        src = ROOT / item
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, workdir / item)
+    return workdir
+
+
+def snakemake(workdir: Path, *args: str, configs=("config/smoke.yaml",), cores: bool = True,
+              env: dict | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Real Snakemake in `workdir` (two local cores unless `cores` is False, for a cluster profile)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *(["--cores", "2"] if cores else []),
+         *(["--configfile", *configs] if configs else []), *args],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+LOCAL_SLURM = ROOT / "scripts" / "local-slurm"
+SLURM_PROFILE = ("--profile", str(ROOT / "workflow" / "profiles" / "slurm"))
+SLURM_STATE = Path(os.environ.get("RANKONE_SLURM_DIR", "/tmp/rankone-slurm"))
+
+
+def local_slurm(command: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LOCAL_SLURM), command], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """With RANKONE_SLURM=1 (set by .ci/run): a real single-node SLURM, started by
+    scripts/local-slurm for the session and stopped by PID at its end; else None."""
+    if os.environ.get("RANKONE_SLURM") != "1":
+        yield None
+        return
+    missing = [] if os.geteuid() == 0 else ["root"]
+    missing += [tool for tool in ("slurmctld", "slurmd", "munged", "sbatch", "scontrol") if not shutil.which(tool)]
+    assert not missing, f"RANKONE_SLURM=1 but {', '.join(missing)} missing (scripts/local-slurm install, as root)"
+    started = local_slurm("start")
+    assert started.returncode == 0, started.stderr + started.stdout
+    pids = {name: int((where / f"{name}.pid").read_text()) for name, where in
+            (("slurmctld", SLURM_STATE), ("slurmd", SLURM_STATE), ("munged", Path("/run/munge")))}
+    yield pids
+    stopped = local_slurm("stop")
+    assert stopped.returncode == 0, stopped.stderr
+    for name, pid in pids.items():  # stopped by PID: none of the three is left running
+        assert not Path(f"/proc/{pid}").exists(), f"{name} (pid {pid}) still runs after local-slurm stop"
+
+
+@pytest.fixture(scope="session")
+def smoke(tmp_path_factory, slurm_cluster):
+    """The smoke study, run end to end by Snakemake: on this machine's cores, or with
+    RANKONE_SLURM=1 every job through sbatch with the SLURM profile (its log kept in
+    snakemake.log)."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
+    if slurm_cluster is None:
+        done = snakemake(workdir)
+    else:
+        done = snakemake(workdir, *SLURM_PROFILE, cores=False, timeout=1800)
+    (workdir / "snakemake.log").write_text(done.stderr)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return workdir

@@ -89,7 +89,8 @@ def test_a_gguf_whose_sha256_differs_is_refused_before_loading(tmp_path, monkeyp
 def test_a_hub_preset_without_network_is_a_clear_error(tmp_path):
     out = cli(tmp_path, real_config(tmp_path, models=["qwen3-0.6b"]), "models", "--model", "qwen3-0.6b")
     assert out.returncode == 2, out.stderr[-2000:]
-    assert "cannot load Qwen/Qwen3-0.6B-Base@main from the Hugging Face hub" in out.stderr
+    assert "cannot load Qwen/Qwen3-0.6B-Base@da87bfb608c14b7cf20ba1ce41287e8de496c0cd from the Hugging Face hub" \
+        in out.stderr
     assert "no network?" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -115,6 +116,27 @@ def test_hub_tasks_load_through_datasets_and_check_with_math_verify(tmp_path, ta
         assert re.search(answer_shape, row["answer"]), row
         assert checker.reward(f"Working through it, the answer is ${row['answer']}$.", row["answer"]) == 1.0
         assert checker.reward("I am not sure.", row["answer"]) == 0.0
+
+
+def test_math_loads_a_list_of_subjects_one_after_another(tmp_path):
+    from rankone.tasks.hub import MATHParams, load_split
+
+    path = str(FIXTURES / "hendrycks_math")
+    both = load_split(MATHParams(path=path, name=["algebra", "prealgebra"]), "train")
+    alone = [load_split(MATHParams(path=path, name=name), "train") for name in ("algebra", "prealgebra")]
+    assert both == alone[0] + alone[1] and len(alone[1]) == 5
+    assert {r["type"] for r in both} == {"Algebra", "Prealgebra"}
+
+
+def test_every_hub_preset_is_pinned_to_a_commit():
+    import re
+
+    from rankone.models import PRESETS, HubPreset
+
+    hub = {name: p for name, p in PRESETS.items() if isinstance(p, HubPreset)}
+    assert {"llama-3.1-8b", "qwen3-8b-base"} <= set(hub)
+    for name, spec in hub.items():
+        assert re.fullmatch(r"[0-9a-f]{40}", spec.revision), (name, spec.revision)
 
 
 def test_gsm8k_references_drop_the_thousands_separator():

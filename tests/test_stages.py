@@ -22,6 +22,8 @@ EVERYTHING = {"data", *AFTER_MODELS}
 CHANGES = [  # (dotted field, new value, the stages that must rerun)
     ("seed", 1, EVERYTHING),
     ("threads", 2, AFTER_MODELS),
+    ("dtype", "bfloat16", AFTER_MODELS),
+    ("resources", {"train": {"gpu": 1, "mem_mb": 64000}}, set()),  # scheduling only: nothing reruns
     ("local_models", {}, set()),  # unchanged value: nothing reruns
     ("architecture.hidden_size", 256, AFTER_MODELS),
     ("pretrain.steps", 100, AFTER_MODELS),

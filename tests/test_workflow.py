@@ -6,7 +6,6 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,17 +17,9 @@ import yaml
 from rankone.config import load
 from rankone.io import read_json, read_jsonl
 from rankone.paths import Layout
-from tests.conftest import ROOT
+from tests.conftest import ROOT, copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow
-
-
-def snakemake(workdir: Path, *args: str, configs=("config/smoke.yaml",)) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", *configs, *args],
-        cwd=workdir, env=env, capture_output=True, text=True,
-    )
 
 
 def job_counts(dry_run_output: str) -> dict[str, int]:
@@ -37,17 +28,6 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
         return {}
     table = dry_run_output.split("Job stats:")[1].split("Reasons:")[0]
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"}
-
-
-@pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("workflow")
-    for item in ("Snakefile", "workflow", "config", "src", "envs"):
-        src = ROOT / item
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, workdir / item)
-    done = snakemake(workdir)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return workdir
 
 
 def test_smoke_outputs_exist_and_are_finite(smoke):

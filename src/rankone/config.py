@@ -338,12 +338,32 @@ class LeversConfig(Grid):
         return variants
 
 
+class StageResources(Strict):
+    gpu: int = Field(0, ge=0, description="GPUs per job (Snakemake resource `gpu`; SLURM --gpus).")
+    mem_mb: int | None = Field(None, gt=0, description="Memory per job in MB (SLURM --mem); unset: the profile's default.")
+    runtime: int | None = Field(
+        None, gt=0, description="Wall-clock limit per job in minutes (SLURM -t); unset: the profile's default."
+    )
+
+
+# Stages whose jobs load a model: the ones worth a GPU and a memory request.
+RESOURCE_STAGES = ("models", "rollouts", "train", "evaluate", "truncation", "levers")
+
+
 class StudyConfig(Grid):
     experiment: str = Field(pattern=r"^[A-Za-z0-9_-]+$", description="Name; outputs go under results/<experiment>/.")
     results_dir: str = Field("results", description="Root folder of stage outputs.")
     reports_dir: str = Field("reports", description="Root folder of published reports.")
     seed: int = Field(0, ge=0, description="Seed of data generation and model initialisation.")
     threads: int = Field(1, gt=0, description="Torch threads per job (jobs run in parallel under Snakemake).")
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32", description="Weights' dtype for loading, training and sampling (bfloat16 for paper-scale models)."
+    )
+    resources: dict[Literal[RESOURCE_STAGES], StageResources] = Field(  # type: ignore[valid-type]
+        default_factory=dict,
+        description="Per-stage job resources (GPUs, memory, run time) for a cluster profile; scheduling only, "
+        "never part of a result.",
+    )
     models: list[str] = Field(
         min_length=1, description="Model presets (rankone.models.PRESETS) or names from local_models."
     )
@@ -430,7 +450,11 @@ class StudyConfig(Grid):
                 raise ValueError(f"methods {tiny} need learning_rates.<regime>.tinylora (missing for {missing})")
             if self.rollout.engine == "vllm":
                 raise ValueError(f"methods {tiny}: rollout.engine 'vllm' cannot serve TinyLoRA adapters; use 'hf'")
-        if self.rollout.engine == "vllm":
+        # `architecture` shapes the tiny presets only; a real checkpoint brings its own shapes.
+        from rankone.models import TinyPreset, preset
+
+        builds_tiny = any(isinstance(preset(m, self.local_models), TinyPreset) for m in self.models)
+        if self.rollout.engine == "vllm" and builds_tiny:
             from rankone.rollouts.vllm import SUPPORTED_HEAD_SIZES
 
             if self.architecture.head_dim not in SUPPORTED_HEAD_SIZES:
@@ -440,7 +464,7 @@ class StudyConfig(Grid):
                 )
         for m in self.methods + (self.capacity.methods if self.capacity else []):  # levers' are the study's
             r = lora_rank(m)
-            if r is None:
+            if r is None or not builds_tiny:
                 continue
             width = min(min(shape) for shape in self.adapted_shapes(m).values())
             if r > width:

@@ -72,7 +72,7 @@ def evaluate_run(cfg: StudyConfig, run: RunId, model_dir: Path, splits: dict, ba
     result: dict = {"run": run.path, "status": trained["status"]}
     if trained["status"] != "completed":
         return result
-    model, tokenizer = load_policy(model_dir, train_dir / "weights", run.method)
+    model, tokenizer = load_policy(model_dir, train_dir / "weights", run.method, cfg.dtype)
     task = cfg.tasks[run.regime].task()
     for split in ("val", "test"):
         rows = splits[split]
@@ -101,7 +101,7 @@ def run(cfg: StudyConfig, regime: str, model: str, method: str, at) -> list[dict
     base_train_nats = None
     if cfg.measures_storage(regime):  # bits stored, the same estimator in both regimes
         splits["train"] = read_split(data_dir, "train")
-        base, tokenizer = load_base(model_dir)
+        base, tokenizer = load_base(model_dir, cfg.dtype)
         base_train_nats, _ = answer_nll_nats(base, tokenizer, splits["train"])
     results = [evaluate_run(cfg, r, model_dir, splits, base_train_nats, at.train(r)) for r in runs]
     prov = provenance(cfg, "evaluate", None, started, regime)

@@ -83,7 +83,7 @@ def pass_at_k(cfg: StudyConfig, at: Layout, where: Layout, runs: pd.DataFrame) -
     for r in runs.itertuples():
         run = RunId("rl", r.model, r.method, r.lr, r.seed)
         seed_everything(run.seed, cfg.threads)
-        model, tokenizer = load_policy(at.model(run.model), where.train(run) / "weights", run.method)
+        model, tokenizer = load_policy(at.model(run.model), where.train(run) / "weights", run.method, cfg.dtype)
         result = score(scorer, model, tokenizer, task, test, run.seed)
         rows += [{"model": r.model, "method": r.method, "lr": r.lr, "seed": r.seed, "k": k,
                   "pass_at_k": result[f"pass_at_{k}"]} for k in range(1, G + 1)]

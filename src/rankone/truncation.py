@@ -91,7 +91,7 @@ def score_runs(cfg: StudyConfig, at: Layout, model_name: str, runs: list[RunId],
     from rankone.evaluate import score
     from rankone.models.load import load_base
 
-    model, tokenizer = load_base(at.model(model_name))
+    model, tokenizer = load_base(at.model(model_name), cfg.dtype)
     model.eval()
     task = cfg.tasks["rl"].task()
     rows_test = read_split(at.data("rl"), "test")[: cfg.evaluate.n_prompts]

@@ -5,12 +5,14 @@ import functools
 from pathlib import Path
 
 from rankone.cli import write_resolved
+from rankone.cluster import check_slurm_controller
 from rankone.config import (
     CELL_TEMPLATE,
     METHOD_REGEX,
     layered_files,
     validate as validate_study,
 )
+from rankone.io import InputError
 from rankone.paths import Layout
 from rankone.stages import config_digest, source_digest
 
@@ -53,6 +55,23 @@ wildcard_constraints:
     lr="[0-9.e+-]+",
     n_facts="[0-9]+",
     lever="[a-z][a-z0-9-]*",
+
+
+def check_executor():
+    """Before the first submission: a SLURM run whose controller does not answer stops now, clearly."""
+    plugin = workflow.executor_plugin
+    if plugin is not None and plugin.name == "slurm":
+        try:
+            check_slurm_controller()
+        except InputError as err:
+            raise WorkflowError(str(err)) from None
+
+
+def stage_resources(stage):
+    """The job resources the config's `resources` section sets for `stage` (GPUs, memory, run
+    time): rule resources, so a cluster profile's scheduler sees them."""
+    spec = STUDY.resources.get(stage)
+    return spec.model_dump(exclude_none=True) if spec else {}
 
 
 def code(stage):

@@ -10,6 +10,8 @@ rule evaluate:
     conda:
         ML_ENV
     threads: STUDY.threads
+    resources:
+        **stage_resources("evaluate"),
     params:
         rankone=RANKONE,
         config=STUDY_CONFIG,

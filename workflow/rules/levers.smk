@@ -49,6 +49,8 @@ rule levers:
     conda:
         ML_ENV
     threads: STUDY.threads
+    resources:
+        **stage_resources("levers"),
     params:
         rankone=RANKONE,
         config=STUDY_CONFIG,

@@ -9,6 +9,8 @@ rule models:
     conda:
         ML_ENV
     threads: STUDY.threads
+    resources:
+        **stage_resources("models"),
     params:
         rankone=RANKONE,
         config=STUDY_CONFIG,

@@ -10,6 +10,8 @@ rule rollouts:
     conda:
         ML_ENV
     threads: STUDY.threads
+    resources:
+        **stage_resources("rollouts"),
     params:
         rankone=RANKONE,
         config=STUDY_CONFIG,

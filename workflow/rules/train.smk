@@ -13,6 +13,8 @@ rule train:
     conda:
         ML_ENV
     threads: STUDY.threads
+    resources:
+        **stage_resources("train"),
     params:
         rankone=RANKONE,
         config=STUDY_CONFIG,

@@ -17,6 +17,8 @@ rule truncation:
     conda:
         ML_ENV
     threads: STUDY.threads
+    resources:
+        **stage_resources("truncation"),
     params:
         rankone=RANKONE,
         config=STUDY_CONFIG,

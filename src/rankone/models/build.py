@@ -34,10 +34,10 @@ def build(cfg: StudyConfig, model_name: str, data_root: Path, out_dir: Path) -> 
         if isinstance(spec, GgufPreset):
             model, tokenizer, stats = convert_gguf(spec)
         elif isinstance(spec, HubPreset):
-            model, tokenizer = from_hub(model_name, spec)
+            model, tokenizer = from_hub(model_name, spec, cfg.dtype)
             stats = {"source": f"{spec.repo_id}@{spec.revision}"}
         elif isinstance(spec, LocalPreset):
-            model = AutoModelForCausalLM.from_pretrained(spec.path)
+            model = AutoModelForCausalLM.from_pretrained(spec.path, dtype=cfg.dtype)
             tokenizer = AutoTokenizer.from_pretrained(spec.path)
             stats = {"source": spec.path}
         else:
@@ -103,12 +103,12 @@ def convert_gguf(spec: GgufPreset):
     return model, tokenizer, {"source": f"{spec.package}/{spec.filename}", "gguf_sha256": digest}
 
 
-def from_hub(model_name: str, spec: HubPreset):
-    """A hub checkpoint at its pinned revision; without the network (and not in the cache), a clear error."""
+def from_hub(model_name: str, spec: HubPreset, dtype: str = "float32"):
+    """A hub checkpoint at its pinned revision, in `dtype`; without the network (and not in the cache), a clear error."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        return (AutoModelForCausalLM.from_pretrained(spec.repo_id, revision=spec.revision),
+        return (AutoModelForCausalLM.from_pretrained(spec.repo_id, revision=spec.revision, dtype=dtype),
                 AutoTokenizer.from_pretrained(spec.repo_id, revision=spec.revision))
     except OSError as err:
         raise InputError(f"model {model_name!r}: cannot load {spec.repo_id}@{spec.revision} from the Hugging Face hub "

@@ -17,12 +17,12 @@ def load_tokenizer(model_dir: str | Path):
     return tokenizer
 
 
-def load_base(model_dir: str | Path):
-    """The base model and tokenizer saved by the models stage (or any HF checkpoint folder)."""
+def load_base(model_dir: str | Path, dtype: str = "float32"):
+    """The base model and tokenizer saved by the models stage (or any HF checkpoint folder), in `dtype`."""
     from transformers import AutoModelForCausalLM
 
     tokenizer = load_tokenizer(model_dir)
-    return AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32"), tokenizer
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype), tokenizer
 
 
 def target_modules(scope: str) -> list[str] | str:
@@ -58,14 +58,14 @@ def make_policy(model, method: str, lora, scope: str):
     return get_peft_model(model, config)
 
 
-def load_policy(model_dir: str | Path, weights_dir: str | Path | None, method: str):
+def load_policy(model_dir: str | Path, weights_dir: str | Path | None, method: str, dtype: str = "float32"):
     """A trained policy for evaluation: base + adapter (LoRA, TinyLoRA) or the full weights (FullFT)."""
     from transformers import AutoModelForCausalLM
 
     if weights_dir is not None and method == "fullft":  # FullFT saved the whole model: no base needed
-        model, tokenizer = AutoModelForCausalLM.from_pretrained(weights_dir, dtype="float32"), load_tokenizer(model_dir)
+        model, tokenizer = AutoModelForCausalLM.from_pretrained(weights_dir, dtype=dtype), load_tokenizer(model_dir)
     else:
-        model, tokenizer = load_base(model_dir)
+        model, tokenizer = load_base(model_dir, dtype)
         if weights_dir is not None:
             from peft import PeftModel
 

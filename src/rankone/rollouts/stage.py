@@ -30,7 +30,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
     started = time.time()
     seed_everything(cfg.seed, cfg.threads)
-    model, tokenizer = load_base(model_dir)
+    model, tokenizer = load_base(model_dir, cfg.dtype)
     r = cfg.rollout
     engine = make_engine(r.engine, model, tokenizer, r.temperature, r.max_new_tokens, model_dir, None, cfg.seed)
     task = cfg.tasks["rl"].task()

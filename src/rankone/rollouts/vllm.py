@@ -34,9 +34,10 @@ LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed max_lora_r
 
 
 def cache_size(config, sequences: int = 32, longest: int = 512) -> tuple[int, int]:
-    """(max_model_len, KV-cache bytes): the model's context up to `longest` tokens (64 for the tiny
-    models, 512 for a chat model, whose template adds a system prompt), and fp32 keys and values
-    for `sequences` such sequences, at least 64 MiB."""
+    """(max_model_len, KV-cache bytes): the model's context up to `longest` tokens (the engine asks
+    for 512 prompt tokens, room for a chat template's system prompt, plus the completion; the tiny
+    models' context is 64), and fp32 keys and values for `sequences` such sequences, at least
+    64 MiB (fp32 sizes: ample for bf16)."""
     length = min(config.max_position_embeddings, longest)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * 4
@@ -59,11 +60,11 @@ class VLLMEngine:
         lora = {}
         if rank is not None:
             lora = {"enable_lora": True, "max_loras": 1, "max_lora_rank": min(r for r in LORA_RANKS if r >= rank)}
-        max_model_len, kv_bytes = cache_size(model.config)
+        max_model_len, kv_bytes = cache_size(model.config, longest=512 + max_new_tokens)
         self.llm = LLM(
             model=str(model_dir),
             tokenizer=str(model_dir),
-            dtype="float32",
+            dtype=str(model.dtype).removeprefix("torch."),  # the learner's dtype (config `dtype`)
             seed=seed,
             enforce_eager=True,
             max_model_len=max_model_len,

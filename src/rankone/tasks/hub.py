@@ -20,7 +20,7 @@ from rankone.tasks.math_answers import MathAnswerTask
 class HubParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     path: str = Field(description="Hub dataset id, or a local folder in the same layout.")
-    name: str | None = Field(None, description="Dataset config name.")
+    name: str | list[str] | None = Field(None, description="Dataset config name, or a list of them, concatenated.")
     revision: str = Field(description="Pinned commit of the hub dataset (ignored for a local folder).")
     n_train: int | None = Field(None, gt=0, description="Training rows (None: all that are left after val).")
     n_val: int = Field(256, gt=0, description="Validation rows, from the source's train split.")
@@ -35,26 +35,29 @@ class GSM8KParams(HubParams):
 
 class MATHParams(HubParams):
     path: str = "EleutherAI/hendrycks_math"
-    name: str | None = Field("algebra", description="Subject: algebra, counting_and_probability, geometry, "
-                             "intermediate_algebra, number_theory, prealgebra or precalculus.")
+    name: str | list[str] | None = Field(
+        "algebra", description="Subject, or a list of subjects: algebra, counting_and_probability, geometry, "
+        "intermediate_algebra, number_theory, prealgebra, precalculus.")
     revision: str = "21a5633873b6a120296cce3e2df9d5550074f4a3"
 
 
 def load_split(params: HubParams, split: str) -> list[dict]:
-    """One split of the source dataset; without the network (and not cached), a clear error."""
+    """One split of the source dataset (each named config's, in order); without the network
+    (and not cached), a clear error."""
     import datasets
 
     from rankone.io import InputError
 
     local = Path(params.path).is_dir()
-    try:
-        loaded = datasets.load_dataset(params.path, params.name, split=split,
-                                       revision=None if local else params.revision)
-    except (ConnectionError, OSError, ValueError) as err:  # offline: ConnectionError / FileNotFoundError
-        where = params.path if local else f"{params.path}@{params.revision}"
-        raise InputError(f"cannot load {where} ({params.name}, {split}) with datasets.load_dataset (no network?): "
-                         f"{str(err).splitlines()[0]}") from None
-    return list(loaded)
+    rows: list[dict] = []
+    for name in params.name if isinstance(params.name, list) else [params.name]:
+        try:
+            rows += datasets.load_dataset(params.path, name, split=split, revision=None if local else params.revision)
+        except (ConnectionError, OSError, ValueError) as err:  # offline: ConnectionError / FileNotFoundError
+            where = params.path if local else f"{params.path}@{params.revision}"
+            raise InputError(f"cannot load {where} ({name}, {split}) with datasets.load_dataset (no network?): "
+                             f"{str(err).splitlines()[0]}") from None
+    return rows
 
 
 class HubTask(MathAnswerTask):

@@ -50,7 +50,7 @@ class Run:
     def start(cls, cfg: StudyConfig, run: RunId, model_dir: Path, out_dir: Path) -> Run:
         started = time.time()
         seed_everything(run.seed, cfg.threads)
-        model, tokenizer = load_base(model_dir)
+        model, tokenizer = load_base(model_dir, cfg.dtype)
         policy = make_policy(model, run.method, cfg.lora, cfg.scope(run.method))
         policy.train()
         # Constant learning rate, no warmup, no weight decay: as in the original runs.

@@ -1,0 +1,70 @@
+"""The SLURM profile (workflow/profiles/slurm) against a real single-node SLURM.
+
+With RANKONE_SLURM=1 (set by .ci/run, which installs Debian's packages), the session starts
+munged, slurmctld and slurmd with scripts/local-slurm, and the smoke study that the
+workflow tests check runs with `--profile workflow/profiles/slurm`: every job through
+sbatch. (test_workflow's `test_rankone_cli_reruns_a_single_job` then reruns one of those
+jobs on this machine and gets the same bytes.) Here: every job went through SLURM, a
+failing job fails the run and its log is named, a controller that does not answer stops
+the run clearly within a minute. The daemons are stopped by PID at the session's end
+(tests/conftest.py). Without RANKONE_SLURM=1 the module is skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SLURM_PROFILE, copy_workflow, snakemake
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(slurm_cluster):
+    if slurm_cluster is None:
+        pytest.skip("no local SLURM: set RANKONE_SLURM=1 (root, after scripts/local-slurm install)")
+    return slurm_cluster
+
+
+def test_every_job_of_the_smoke_study_went_through_sbatch(cluster, smoke):
+    log = (smoke / "snakemake.log").read_text()
+    assert "Using profile" in log and "workflow/profiles/slurm" in log
+    submitted = re.findall(r"has been submitted with SLURM jobid (\d+) \(log: (\S+)\)", log)
+    finished = int(re.search(r"(\d+) of \d+ steps \(100%\) done", log)[1])
+    assert len(submitted) == finished - 1  # all jobs but the local target rule `all`
+    assert len({jobid for jobid, _ in submitted}) == len(submitted)
+    for _, path in submitted:  # SLURM wrote each job's own log, and the job ran Snakemake's job step
+        text = Path(path).read_text()
+        assert "--executor slurm-jobstep" in text and "Finished jobid" in text, path
+
+
+def test_a_failing_job_fails_the_run_and_names_its_log(cluster, tmp_path):
+    (tmp_path / "Snakefile").write_text(
+        'rule broken:\n    output: "never.txt"\n    log: "broken.log"\n'
+        '    shell: "echo rankone-test: deliberate failure > {log}; exit 3"\n'
+    )
+    out = snakemake(tmp_path, *SLURM_PROFILE, configs=(), cores=False, timeout=600)
+    assert out.returncode != 0
+    assert re.search(r"SLURM-job '\d+' failed", out.stderr), out.stderr[-3000:]
+    slurm_logs = re.findall(r"\S+/slurm_logs/rule_broken/\S+\.log", out.stderr)
+    assert slurm_logs and Path(slurm_logs[0]).is_file(), out.stderr[-3000:]
+    assert "log: broken.log" in out.stderr and "deliberate failure" in (tmp_path / "broken.log").read_text()
+    assert not (tmp_path / "never.txt").exists()
+
+
+def test_an_unreachable_controller_fails_clearly_within_a_minute(cluster, tmp_path):
+    closed = tmp_path / "slurm.conf"  # this cluster's config, but a port nothing listens on
+    closed.write_text(Path("/etc/slurm/slurm.conf").read_text() + "SlurmctldPort=6999\n")
+    workdir = copy_workflow(tmp_path / "study")
+    started = time.monotonic()
+    # A hang is what this guards against: the subprocess is killed (and the test fails) after 60 s.
+    out = snakemake(workdir, *SLURM_PROFILE, cores=False, env={"SLURM_CONF": str(closed)}, timeout=60)
+    print(f"failed after {time.monotonic() - started:.1f} s")
+    assert out.returncode != 0
+    assert "cannot reach the SLURM controller" in out.stderr, out.stderr[-3000:]
+    assert f"SLURM_CONF={closed}" in out.stderr and "Traceback" not in out.stderr
+    assert "submitted with SLURM" not in out.stderr
