@@ -1,12 +1,13 @@
 # make study : set up .venv from the lock (if missing) and run the default study
 # make test  : set up .venv (if missing) and run the test suite
+# make publish: the static site under reports/ from every study under results/ (see README)
 # make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / real : experiments layered over the default study
 VENV := .venv
 PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: study smoke layers capacity truncation levers calibration tinylora rl-capacity real test benchmark lint env
+.PHONY: publish study smoke layers capacity truncation levers calibration tinylora rl-capacity real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -21,9 +22,11 @@ $(VENV)/.installed: envs/cpu.lock.txt pyproject.toml
 
 study: env
 	snakemake --cores all
+	rankone summary --config config/default.yaml
 
 smoke: env
 	snakemake --cores all --configfile config/smoke.yaml
+	rankone summary --config config/smoke.yaml
 
 layers: env
 	snakemake --cores all --configfile config/experiments/layers.yaml
@@ -52,7 +55,12 @@ rl-capacity: env
 test: env
 	pytest
 
+publish: env
+	rankone publish
+
+# TRL (for the side-by-side RL step) is a benchmark-only extra, pinned in envs/bench.txt.
 benchmark: env
+	$(VENV)/bin/pip install --quiet --no-deps $(PIP_ARGS) -r envs/bench.txt
 	pytest benchmarks --benchmark-only --benchmark-enable
 
 lint: env

@@ -43,6 +43,24 @@ def study(tmp_path_factory):
     return cfg, at
 
 
+@pytest.fixture
+def fresh_study(study, tmp_path):
+    """The session's tiny study (data, base models) under a fresh results folder in tmp_path,
+    its resolved config at tmp_path/study.yaml and results/<experiment>/study.yaml: runs
+    written here leave the shared study untouched."""
+    from rankone.cli import write_resolved
+
+    cfg, at = study
+    cfg = cfg.model_copy(update={"results_dir": str(tmp_path / "results"), "reports_dir": str(tmp_path / "reports")})
+    root = tmp_path / "results" / cfg.experiment
+    root.mkdir(parents=True)
+    (root / "data").symlink_to(at.data_root.resolve())
+    (root / "models").symlink_to(at.models.resolve())
+    write_resolved(cfg, tmp_path / "study.yaml")
+    write_resolved(cfg, root / "study.yaml")
+    return tmp_path, cfg
+
+
 def real_config(tmp_path, **overrides) -> dict:
     """The smoke study on SmolLM2 and reasoning-gym, RL only, at a few steps."""
     return smoke_dict(**{

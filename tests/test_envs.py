@@ -81,3 +81,10 @@ def test_every_rule_names_a_conda_env_that_exists():
     common = (ROOT / "workflow/rules/common.smk").read_text()
     for rel in re.findall(r'"\.\./\.\./(envs/conda/\w+\.yaml)"', common):
         assert (ROOT / rel).is_file(), rel
+
+
+def test_benchmark_extras_are_exact_pins_outside_the_lock():
+    lines = [l for l in (ENVS / "bench.txt").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    pins = parse_pins(lines)
+    assert len(pins) == len(lines) and pins["trl"] == "1.16.0"
+    assert not set(pins) & set(LOCK)  # an extra, not a second pin of a locked package

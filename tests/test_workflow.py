@@ -49,7 +49,7 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
     assert set(verdicts.metric) == {"score", "greedy_accuracy"}
     assert (pd.read_csv(smoke / at.analysis / "plateau.csv").method == "fullft").sum() == len(cfg.models)
     report = smoke / at.report
-    for name in ("report.md", "index.html", "forest.png", "rl_curves.png", "sft_curves.png", "lr_sweep.png",
+    for name in ("report.md", "report.html", "forest.png", "rl_curves.png", "sft_curves.png", "lr_sweep.png",
                  "information.png", "rl_bits.png"):
         assert (report / name).stat().st_size > 0, name
     text = (report / "report.md").read_text()

@@ -141,6 +141,35 @@ def cmd_runs(cfg: StudyConfig, args) -> None:
         print(f"{run.path} {flag}")
 
 
+def cmd_status(cfg: StudyConfig, args) -> None:
+    from tabulate import tabulate
+
+    from rankone import status
+
+    runs = status.grid(cfg)
+    print(tabulate(status.table(runs), headers="keys", tablefmt="simple"))
+    counts = status.summary(runs)
+    print(f"\n{cfg.experiment}: {len(runs)} training runs: "
+          + ", ".join(f"{n} {state}" for state, n in counts.items() if n or state == "completed"))
+    for s in runs:
+        if s.state == "failed":
+            print(f"failed: {s.run.path}{' (' + s.sub_study + ')' if s.sub_study else ''}: see {s.log}")
+    report = Layout(cfg).report / "report.html"
+    print(f"report: {report}" if report.is_file() else "report: not written yet")
+
+
+def cmd_summary(cfg: StudyConfig, args) -> None:
+    from rankone import report
+
+    at = Layout(cfg)
+    page = at.report / "report.html"
+    if not page.is_file():
+        raise InputError(f"no report at {page}: the study has not finished (rankone status --config {args.config})")
+    print(f"\nReport: {page.resolve()}")
+    for line in report.headline(at):
+        print(f"- {line.replace('**', '')}")
+
+
 def cmd_check(cfg: StudyConfig, args) -> None:
     print(f"{args.config}: valid, {len(cfg.runs())} training runs, {len(sub_study_runs(cfg))} sub-study runs "
           "(capacity, levers)")
@@ -173,11 +202,17 @@ def main(argv: list[str] | None = None) -> int:
     stage("updates", cmd_updates, "structure of FullFT weight updates (share changed, rank, overlap)")
     stage("levers", cmd_levers, "levers experiment: each RL lever against plain RL at equal episodes")
     stage("truncation", cmd_truncation, "FullFT RL updates cut to rank k and re-evaluated (share of the gain kept)")
-    stage("report", cmd_report, "figures, report.md and index.html")
+    stage("report", cmd_report, "figures, report.md and a self-contained report.html")
     stage("runs", cmd_runs, "list the study's training runs")
     stage("check", cmd_check, "validate a config and exit")
+    stage("status", cmd_status, "how much of the study's grid is done, started, failed or diverged")
+    stage("summary", cmd_summary, "where the report is, and its headline verdicts")
     schema = sub.add_parser("schema", help="print the config JSON schema (YAML)")
     schema.set_defaults(func=None)
+    publish = sub.add_parser("publish", help="the static site under reports/: every study under --results")
+    publish.add_argument("--results", default="results", help="folder of the studies' results (default: results)")
+    publish.add_argument("--no-snakemake-report", action="store_true", help="skip Snakemake's report zip")
+    publish.set_defaults(func=None)
     resolve = sub.add_parser("resolve", help="validate a config and write it, defaults filled in, to --out")
     resolve.add_argument("--config", required=True)
     resolve.add_argument("--out", required=True)
@@ -187,6 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     if args.command == "schema":
         yaml.safe_dump(json_schema(), sys.stdout, sort_keys=False)
+        return 0
+    if args.command == "publish":
+        from rankone.publish import publish
+
+        index = publish(Path(args.results), snakemake_report=not args.no_snakemake_report)
+        print(f"Published: {index.resolve()} (serve it: python -m http.server -d {index.parent})")
         return 0
     try:
         cfg = load(args.config)

@@ -16,6 +16,7 @@ class Layout:
         self.root = Path(cfg.results_dir) / cfg.experiment
         self.report = Path(cfg.reports_dir) / cfg.experiment
         self.models = self.root / "models"
+        self.logs = self.root / "logs"  # the rules' logs; a sub-study's under logs/<its parts>/
 
     def capacity(self, n_facts: int | str) -> Layout:
         """The capacity sub-study at one table size (capacity/n<n_facts>/; the workflow passes
@@ -30,6 +31,7 @@ class Layout:
         """A sub-study: its own data, runs and evaluations under `parts`, the study's base models."""
         sub = copy.copy(self)
         sub.root = self.root.joinpath(*parts)
+        sub.logs = self.logs.joinpath(*parts)
         return sub
 
     @property
@@ -51,6 +53,10 @@ class Layout:
 
     def train(self, run: RunId) -> Path:
         return self.root / "train" / run.path
+
+    def train_log(self, run: RunId) -> Path:
+        """The train job's log (one job trains every seed of the run's cell)."""
+        return self.logs / "train" / f"{run.cell}.log"
 
     def evaluation(self, regime: str, model: str, method: str) -> Path:
         """One JSON line per run of (regime, model, method)."""

@@ -1,4 +1,5 @@
-"""The report stage: figures, `report.md` and a self-contained `index.html`.
+"""The report stage: figures, `report.md` and a self-contained `report.html`. The published
+site's experiment page (rankone.publish) is built from the same sections.
 
 Reads the analysis tables only. Every number in the report is computed from this
 study's outputs; the verdict sentences are generated from the verdict table.
@@ -277,36 +278,52 @@ def sft_arm_note(info: pd.DataFrame) -> str:
             "show a shortfall only where FullFT stores most of the table.")
 
 
+def headline(at: Layout) -> list[str]:
+    """The report's answer in plain sentences, from the analysis tables."""
+    a = at.analysis
+    verdicts = _read(a / "verdicts.csv").fillna({"lr_edge": "", "fullft_lr_edge": ""})
+    return findings(verdicts, _read(a / "plateau.csv"))
+
+
+def tables(at: Layout) -> dict:
+    """The analysis tables the report reads, by name (build_sections' arguments)."""
+    a = at.analysis
+    return {
+        "runs": pd.read_csv(a / "runs.csv"),
+        "best": pd.read_csv(a / "best_lr.csv").fillna({"edge": ""}),
+        "verdicts": _read(a / "verdicts.csv").fillna({"lr_edge": "", "fullft_lr_edge": ""}),
+        "plateau": _read(a / "plateau.csv"),
+        "info": pd.read_csv(a / "information.csv"),
+        "lr_rank": _read(a / "lr_vs_rank.csv"),
+        "early": _read(a / "early_curves.csv"),
+        "updates": {name: _read(a / f"update_{name}.csv") for name in ("shares", "matrices", "overlap")},
+        "layer_table": _read(a / "layers.csv"),
+    }
+
+
 def run(cfg: StudyConfig, at: Layout) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    a = at.analysis
-    runs = pd.read_csv(a / "runs.csv")
-    curves = pd.read_csv(a / "curves.csv")
-    best = pd.read_csv(a / "best_lr.csv").fillna({"edge": ""})
-    verdicts = _read(a / "verdicts.csv").fillna({"lr_edge": "", "fullft_lr_edge": ""})
-    info = pd.read_csv(a / "information.csv")
-    plateau = _read(a / "plateau.csv")
+    t = tables(at)
     out = at.report
     out.mkdir(parents=True, exist_ok=True)
     keys = ["regime", "model", "method", "lr"]
-    plot_forest(verdicts, out / "forest.png")
+    curves = pd.read_csv(at.analysis / "curves.csv")
+    best, runs, updates = t["best"], t["runs"], t["updates"]
+    plot_forest(t["verdicts"], out / "forest.png")
     plot_curves(curves, best[keys], "rl", "mean reward per step", out / "rl_curves.png")
     plot_curves(curves, best[keys], "sft", "training loss (nats/token)", out / "sft_curves.png")
     plot_lr_sweep(runs, out / "lr_sweep.png")
-    plot_information(info, cfg.analysis.bits_per_param, out / "information.png")
+    plot_information(t["info"], cfg.analysis.bits_per_param, out / "information.png")
     plot_rl_bits(curves, best[keys], out / "rl_bits.png")
-    lr_rank = _read(a / "lr_vs_rank.csv")
-    plot_lr_vs_rank(lr_rank, out / "lr_vs_rank.png")
-    updates = {name: _read(a / f"update_{name}.csv") for name in ("shares", "matrices", "overlap")}
+    plot_lr_vs_rank(t["lr_rank"], out / "lr_vs_rank.png")
     plot_updates(updates["shares"], updates["matrices"], out / "updates.png")
 
-    early, layer_table = _read(a / "early_curves.csv"), _read(a / "layers.csv")
-    sections = build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates, layer_table)
+    sections = build_sections(cfg, at, **t)
     with atomic_path(out / "report.md") as tmp:
         tmp.write_text(to_markdown(cfg, sections))
-    with atomic_path(out / "index.html") as tmp:
+    with atomic_path(out / "report.html") as tmp:
         tmp.write_text(to_html(cfg, sections))
 
 

@@ -270,5 +270,5 @@ def report_files():
         if enabled(section)
         for name in parts["figures"]
     ]
-    pages = [f"{REPORT}/{name}" for name in ("report.md", "index.html")]
+    pages = [f"{REPORT}/{name}" for name in ("report.md", "report.html")]
     return pages + figures + optional_tables()

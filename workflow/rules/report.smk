@@ -11,7 +11,7 @@ rule report:
         **optional_figures("truncation", "Update structure"),
         **optional_figures("levers", "Levers"),
         md=f"{REPORT}/report.md",
-        html=f"{REPORT}/index.html",
+        html=f"{REPORT}/report.html",
         forest=report(
             f"{REPORT}/forest.png",
             caption="../report/forest.rst",

@@ -16,9 +16,11 @@ removed when the run ends.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +32,22 @@ from rankone.io import atomic_path, log, provenance, read_json, seed_everything,
 from rankone.models.load import load_base, make_policy, trainable_parameters
 
 CHECKPOINT, PREVIOUS = "checkpoint", "checkpoint.prev"
+
+
+@contextlib.contextmanager
+def progress(desc: str, total: int, initial: int, unit: str):
+    """A progress bar where stderr is a terminal; elsewhere (Snakemake's job logs) none, so
+    a log file keeps one line per logged step. Log lines print above the bar."""
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    if not sys.stderr.isatty():
+        with tqdm(disable=True) as bar:
+            yield bar
+        return
+    with tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True, leave=False) as bar, \
+            logging_redirect_tqdm():
+        yield bar
 
 
 @dataclass

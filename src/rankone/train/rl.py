@@ -39,7 +39,7 @@ from rankone.io import log
 from rankone.models.sequences import completion_logprobs
 from rankone.rollouts import make_engine
 from rankone.tasks.confidence import brier_terms, calibration
-from rankone.train.common import Run, diverged
+from rankone.train.common import Run, diverged, progress
 
 
 class StaleSamplerError(RuntimeError):
@@ -166,79 +166,82 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
                 "advantages_P_G": advantages_P_G, "keep_P": keep_P, "learner_logprobs_B_C": learner_logprobs_B_C}
 
     step = ctx.start_step
-    while size := refill_size(rl.prompts_per_step, rl.episode_budget - episodes, G):  # plain RL: rl.steps steps
-        t0 = time.time()
-        batch = prompt_rng.sample(rows, rl.prompts_per_step)[:size]
-        torch.manual_seed(run.seed * 1_000_003 + step)
-        rounds = [play(batch, step)]
-        if rl.variance_filter:  # refill the groups without signal from fresh prompts, within the budget
-            refill = random.Random(f"refill:{run.seed}:{step}")
-            while n := refill_size(rl.prompts_per_step - sum(int(x["keep_P"].sum()) for x in rounds),
-                                   rl.episode_budget - episodes - sum(len(x["rewards_B"]) for x in rounds), G):
-                torch.manual_seed(zlib.crc32(f"refill:{run.seed}:{step}:{len(rounds)}".encode()))
-                rounds.append(play(refill.sample(rows, n), step))
-        t_sample = time.time() - t0
+    with progress(run.path, rl.episode_budget, episodes, "episode") as bar:
+        while size := refill_size(rl.prompts_per_step, rl.episode_budget - episodes, G):  # plain RL: rl.steps steps
+            t0 = time.time()
+            batch = prompt_rng.sample(rows, rl.prompts_per_step)[:size]
+            torch.manual_seed(run.seed * 1_000_003 + step)
+            rounds = [play(batch, step)]
+            if rl.variance_filter:  # refill the groups without signal from fresh prompts, within the budget
+                refill = random.Random(f"refill:{run.seed}:{step}")
+                while n := refill_size(rl.prompts_per_step - sum(int(x["keep_P"].sum()) for x in rounds),
+                                       rl.episode_budget - episodes - sum(len(x["rewards_B"]) for x in rounds), G):
+                    torch.manual_seed(zlib.crc32(f"refill:{run.seed}:{step}:{len(rounds)}".encode()))
+                    rounds.append(play(refill.sample(rows, n), step))
+            t_sample = time.time() - t0
 
-        task_rewards_B, rewards_B = (torch.cat([x[k] for x in rounds]) for k in ("task_rewards_B", "rewards_B"))
-        advantages_P_G, keep_P = (torch.cat([x[k] for x in rounds]) for k in ("advantages_P_G", "keep_P"))
-        group_bits_P = torch.tensor([entropy_bits(g.tolist()) for g in rewards_B.view(-1, G)])
-        info_bound_bits += float(group_bits_P.sum() * G)
-        episodes += len(rewards_B)
+            task_rewards_B, rewards_B = (torch.cat([x[k] for x in rounds]) for k in ("task_rewards_B", "rewards_B"))
+            advantages_P_G, keep_P = (torch.cat([x[k] for x in rounds]) for k in ("advantages_P_G", "keep_P"))
+            group_bits_P = torch.tensor([entropy_bits(g.tolist()) for g in rewards_B.view(-1, G)])
+            info_bound_bits += float(group_bits_P.sum() * G)
+            episodes += len(rewards_B)
 
-        mask_B_C = pad_cat([x["samples"].completion_mask_B_C for x in rounds]).float()
-        sampler_logprobs_B_C = pad_cat([x["samples"].sampler_logprobs_B_C for x in rounds])
-        learner_logprobs_B_C = pad_cat([x["learner_logprobs_B_C"] for x in rounds])
-        gap_mean, gap_max = sampler_gap(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C)
-        if gap_mean > rl.max_logprob_gap:  # never learn from another policy's rollouts
-            engine.close()
-            ctx.finish("stale-sampler")
-            check_fresh(gap_mean, rl.max_logprob_gap, f"{run.path} step {step}")
-        # Under the filter only the groups with signal enter the loss. In exact arithmetic this equals
-        # passing every row (keep_P already zeroes the rest), but the float sums differ in their last
-        # bits, and the levers experiment's filtered runs were measured this way: keep it so they reproduce.
-        groups_P, rows_B = (keep_P, keep_P.repeat_interleave(G)) if rl.variance_filter else (slice(None),) * 2
-        loss = policy_gradient_loss(learner_logprobs_B_C[rows_B], sampler_logprobs_B_C[rows_B], mask_B_C[rows_B],
-                                    advantages_P_G[groups_P], keep_P[groups_P])
-        grad_norm = ctx.step_optimizer(loss) if keep_P.any() else 0.0
-        engine.sync(policy)  # the next rollouts must come from the weights just updated
+            mask_B_C = pad_cat([x["samples"].completion_mask_B_C for x in rounds]).float()
+            sampler_logprobs_B_C = pad_cat([x["samples"].sampler_logprobs_B_C for x in rounds])
+            learner_logprobs_B_C = pad_cat([x["learner_logprobs_B_C"] for x in rounds])
+            gap_mean, gap_max = sampler_gap(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C)
+            if gap_mean > rl.max_logprob_gap:  # never learn from another policy's rollouts
+                engine.close()
+                ctx.finish("stale-sampler")
+                check_fresh(gap_mean, rl.max_logprob_gap, f"{run.path} step {step}")
+            # Under the filter only the groups with signal enter the loss. In exact arithmetic this equals
+            # passing every row (keep_P already zeroes the rest), but the float sums differ in their last
+            # bits, and the levers experiment's filtered runs were measured this way: keep it so they reproduce.
+            groups_P, rows_B = (keep_P, keep_P.repeat_interleave(G)) if rl.variance_filter else (slice(None),) * 2
+            loss = policy_gradient_loss(learner_logprobs_B_C[rows_B], sampler_logprobs_B_C[rows_B], mask_B_C[rows_B],
+                                        advantages_P_G[groups_P], keep_P[groups_P])
+            grad_norm = ctx.step_optimizer(loss) if keep_P.any() else 0.0
+            engine.sync(policy)  # the next rollouts must come from the weights just updated
 
-        ratio_B_C = importance_ratio(learner_logprobs_B_C.detach(), sampler_logprobs_B_C, mask_B_C)
-        ratio_vals = ratio_B_C[mask_B_C.bool()]
-        ctx.metrics.append({
-            "step": step,
-            "reward": float(task_rewards_B.mean()),  # the task's checker, whatever the trainer learns from
-            "train_reward": float(rewards_B.mean()),
-            "zero_variance_share": float(1 - keep_P.float().mean()),  # of the groups sampled
-            "logprob_gap_mean": gap_mean,
-            "logprob_gap_max": gap_max,
-            "ratio_mean": float(ratio_vals.mean()),
-            "ratio_min": float(ratio_vals.min()),
-            "ratio_max": float(ratio_vals.max()),
-            "entropy": float(-(sampler_logprobs_B_C * mask_B_C).sum() / mask_B_C.sum()),
-            "reward_entropy_bits": entropy_bits(rewards_B.tolist()),
-            "advantage_entropy_bits": float(group_bits_P.mean()),
-            "info_bound_bits": info_bound_bits,
-            "episodes": episodes,
-            "grad_norm": grad_norm,
-            "loss": float(loss.detach()),
-            "tokens": int(mask_B_C.sum()),
-            "unparseable_share": unparseable_share(task, [t for x in rounds for t in x["samples"].texts]),
-            **({"groups_sampled": len(keep_P), "groups_used": int(keep_P.sum())} if rl.variance_filter else {}),
-            **(calibration([t for x in rounds for t in x["samples"].texts], task_rewards_B.tolist())
-               if task.states_confidence else {}),
-        })
-        ctx.timings.append({"step": step, "sample_seconds": t_sample, "seconds": time.time() - t0})
-        if diverged(float(loss.detach())) or diverged(grad_norm):
-            status = "diverged"
-            log.warning("%s: diverged at step %d (loss %s, grad norm %s)", run.path, step, float(loss), grad_norm)
-            break
-        ctx.state.update(info_bound_bits=info_bound_bits, episodes=episodes)
-        ctx.checkpoint(rl.checkpoint_every, rl.steps if not rl.variance_filter else math.inf)
-        if (step + 1) % rl.log_every == 0 or episodes >= rl.episode_budget:
-            log.info("%s step %d, %d/%d episodes: reward %.3f zero-var %.2f gap %.1e (%.2f s/step)", run.path,
-                     step + 1, episodes, rl.episode_budget, float(task_rewards_B.mean()),
-                     float(1 - keep_P.float().mean()), gap_mean, time.time() - t0)
-        step += 1
+            ratio_B_C = importance_ratio(learner_logprobs_B_C.detach(), sampler_logprobs_B_C, mask_B_C)
+            ratio_vals = ratio_B_C[mask_B_C.bool()]
+            ctx.metrics.append({
+                "step": step,
+                "reward": float(task_rewards_B.mean()),  # the task's checker, whatever the trainer learns from
+                "train_reward": float(rewards_B.mean()),
+                "zero_variance_share": float(1 - keep_P.float().mean()),  # of the groups sampled
+                "logprob_gap_mean": gap_mean,
+                "logprob_gap_max": gap_max,
+                "ratio_mean": float(ratio_vals.mean()),
+                "ratio_min": float(ratio_vals.min()),
+                "ratio_max": float(ratio_vals.max()),
+                "entropy": float(-(sampler_logprobs_B_C * mask_B_C).sum() / mask_B_C.sum()),
+                "reward_entropy_bits": entropy_bits(rewards_B.tolist()),
+                "advantage_entropy_bits": float(group_bits_P.mean()),
+                "info_bound_bits": info_bound_bits,
+                "episodes": episodes,
+                "grad_norm": grad_norm,
+                "loss": float(loss.detach()),
+                "tokens": int(mask_B_C.sum()),
+                "unparseable_share": unparseable_share(task, [t for x in rounds for t in x["samples"].texts]),
+                **({"groups_sampled": len(keep_P), "groups_used": int(keep_P.sum())} if rl.variance_filter else {}),
+                **(calibration([t for x in rounds for t in x["samples"].texts], task_rewards_B.tolist())
+                   if task.states_confidence else {}),
+            })
+            ctx.timings.append({"step": step, "sample_seconds": t_sample, "seconds": time.time() - t0})
+            bar.update(len(rewards_B))
+            bar.set_postfix(step=step + 1, reward=f"{float(task_rewards_B.mean()):.3f}", refresh=False)
+            if diverged(float(loss.detach())) or diverged(grad_norm):
+                status = "diverged"
+                log.warning("%s: diverged at step %d (loss %s, grad norm %s)", run.path, step, float(loss), grad_norm)
+                break
+            ctx.state.update(info_bound_bits=info_bound_bits, episodes=episodes)
+            ctx.checkpoint(rl.checkpoint_every, rl.steps if not rl.variance_filter else math.inf)
+            if (step + 1) % rl.log_every == 0 or episodes >= rl.episode_budget:
+                log.info("%s step %d, %d/%d episodes: reward %.3f zero-var %.2f gap %.1e (%.2f s/step)", run.path,
+                         step + 1, episodes, rl.episode_budget, float(task_rewards_B.mean()),
+                         float(1 - keep_P.float().mean()), gap_mean, time.time() - t0)
+            step += 1
     engine.close()
     ctx.state.update(info_bound_bits=info_bound_bits, episodes=episodes)
     collapse = format_collapse([m["unparseable_share"] for m in ctx.metrics], rl.format_collapse_share,

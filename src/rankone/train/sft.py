@@ -15,7 +15,7 @@ from rankone.info import NATS_TO_BITS
 from rankone.data import read_split
 from rankone.io import log
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
-from rankone.train.common import Run, diverged
+from rankone.train.common import Run, diverged, progress
 
 
 def batches(rows: list[dict], batch_size: int, seed: int):
@@ -44,30 +44,33 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
     for _ in range(ctx.start_step):  # resuming: replay the batches already seen
         next(stream)
     status = "completed"
-    for step in range(ctx.start_step, sft.steps):
-        t0 = time.time()
-        batch = next(stream)
-        prompt_ids_B_L, prompt_mask_B_L = encode_prompts(ctx.tokenizer, [row["prompt"] for row in batch])
-        completion_B_C, mask_B_C = encode_completions(ctx.tokenizer, [row["answer"] for row in batch])
-        logprobs_B_C = completion_logprobs(ctx.policy, prompt_ids_B_L, prompt_mask_B_L, completion_B_C, mask_B_C)
-        loss = sft_loss(logprobs_B_C, mask_B_C)
-        if diverged(float(loss)):
-            status = "diverged"
-            log.warning("%s: diverged at step %d", run.path, step)
-            ctx.metrics.append({"step": step, "loss": float(loss)})
-            break
-        grad_norm = ctx.step_optimizer(loss)
-        ctx.metrics.append({
-            "step": step,
-            "loss": float(loss),
-            "loss_bits": float(loss) * NATS_TO_BITS,
-            "grad_norm": grad_norm,
-            "tokens": int(mask_B_C.sum()),
-            "examples": (step + 1) * len(batch),
-        })
-        ctx.timings.append({"step": step, "seconds": time.time() - t0})
-        ctx.checkpoint(sft.checkpoint_every, sft.steps)
-        if (step + 1) % sft.log_every == 0 or step + 1 == sft.steps:
-            log.info("%s step %d/%d loss %.4f (%.3f s/step)", run.path, step + 1, sft.steps, float(loss),
-                     time.time() - t0)
+    with progress(run.path, sft.steps, ctx.start_step, "step") as bar:
+        for step in range(ctx.start_step, sft.steps):
+            t0 = time.time()
+            batch = next(stream)
+            prompt_ids_B_L, prompt_mask_B_L = encode_prompts(ctx.tokenizer, [row["prompt"] for row in batch])
+            completion_B_C, mask_B_C = encode_completions(ctx.tokenizer, [row["answer"] for row in batch])
+            logprobs_B_C = completion_logprobs(ctx.policy, prompt_ids_B_L, prompt_mask_B_L, completion_B_C, mask_B_C)
+            loss = sft_loss(logprobs_B_C, mask_B_C)
+            if diverged(float(loss)):
+                status = "diverged"
+                log.warning("%s: diverged at step %d", run.path, step)
+                ctx.metrics.append({"step": step, "loss": float(loss)})
+                break
+            grad_norm = ctx.step_optimizer(loss)
+            ctx.metrics.append({
+                "step": step,
+                "loss": float(loss),
+                "loss_bits": float(loss) * NATS_TO_BITS,
+                "grad_norm": grad_norm,
+                "tokens": int(mask_B_C.sum()),
+                "examples": (step + 1) * len(batch),
+            })
+            ctx.timings.append({"step": step, "seconds": time.time() - t0})
+            bar.update(1)
+            bar.set_postfix(loss=f"{float(loss):.4f}", refresh=False)
+            ctx.checkpoint(sft.checkpoint_every, sft.steps)
+            if (step + 1) % sft.log_every == 0 or step + 1 == sft.steps:
+                log.info("%s step %d/%d loss %.4f (%.3f s/step)", run.path, step + 1, sft.steps, float(loss),
+                         time.time() - t0)
     return ctx.finish(status)

@@ -1,0 +1,82 @@
+"""How much of a study's grid is done: every training run (the study's, its capacity and
+lever sub-studies') is completed, diverged, failed, started or missing.
+
+- completed / diverged: its `run.json` says so (written last, so a run without it is never
+  counted complete, whatever else its folder holds);
+- failed: no `run.json`, and the cell's train log ends in an error;
+- started: no `run.json`, but the run folder exists (running now, or interrupted; a rerun
+  resumes it from its checkpoint);
+- missing: nothing yet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from rankone.config import RunId, StudyConfig
+from rankone.paths import Layout
+
+STATES = ("completed", "diverged", "failed", "started", "missing")
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    sub_study: str  # "" for the study's own runs, else "capacity n64", "lever calibration", ...
+    run: RunId
+    state: str
+    log: Path | None  # the train log, where one was written
+
+
+def _failed(log: Path) -> bool:
+    if not log.is_file():
+        return False
+    tail = log.read_text(errors="replace")[-4000:]
+    return "Traceback (most recent call last)" in tail or " ERROR " in tail or "rankone invalid" in tail
+
+
+def run_state(at: Layout, run: RunId) -> str:
+    folder = at.train(run)
+    record = folder / "run.json"
+    if record.is_file():
+        try:
+            return "diverged" if json.loads(record.read_text()).get("status") == "diverged" else "completed"
+        except json.JSONDecodeError:
+            return "started"  # a torn write: not complete
+    if _failed(at.train_log(run)):
+        return "failed"
+    return "started" if folder.is_dir() else "missing"
+
+
+def grid(cfg: StudyConfig) -> list[RunStatus]:
+    """Every training run of the study and its sub-studies, with its state."""
+    at = Layout(cfg)
+    scopes: list[tuple[str, StudyConfig, Layout]] = [("", cfg, at)]
+    for n in cfg.capacity.n_facts if cfg.capacity else []:
+        scopes.append((f"capacity n{n}", cfg.capacity_study(n), at.capacity(n)))
+    for name in cfg.levers.variants if cfg.levers else {}:
+        scopes.append((f"lever {name}", cfg.lever_study(name), at.lever(name)))
+    out = []
+    for label, study, where in scopes:
+        for run in study.runs():
+            state = run_state(where, run)
+            log = where.train_log(run)
+            out.append(RunStatus(label, run, state, log if log.is_file() else None))
+    return out
+
+
+def summary(statuses: list[RunStatus]) -> dict[str, int]:
+    counts = Counter(s.state for s in statuses)
+    return {state: counts.get(state, 0) for state in STATES}
+
+
+def table(statuses: list[RunStatus]) -> list[dict]:
+    """One row per (sub-study, regime, model, method): how many runs are in each state."""
+    rows: dict[tuple, Counter] = {}
+    for s in statuses:
+        key = (s.sub_study or "study", s.run.regime, s.run.model, s.run.method)
+        rows.setdefault(key, Counter())[s.state] += 1
+    return [{"part": k[0], "regime": k[1], "model": k[2], "method": k[3],
+             **{state: c.get(state, 0) for state in STATES}} for k, c in rows.items()]

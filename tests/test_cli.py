@@ -1,0 +1,87 @@
+"""The command line as a person uses it: a progress bar on a terminal, one log line per
+logged step in a file, and `rankone status` on a study's grid."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
+
+from rankone.config import RunId
+from tests.conftest import ROOT
+
+RUN = "rl/llama-tiny/lora-r1/lr0.01/seed0"
+
+
+def rankone(where, *args, tty: bool = False) -> tuple[int, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "120"}
+    command = [sys.executable, "-m", "rankone", *args]
+    if not tty:
+        out = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True)
+        return out.returncode, out.stderr
+    leader, follower = pty.openpty()  # stderr on a terminal, as in an interactive shell, 120 columns wide
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    proc = subprocess.Popen(command, cwd=where, env=env, stdout=subprocess.DEVNULL, stderr=follower)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    return proc.wait(), b"".join(chunks).decode(errors="replace")
+
+
+def test_train_shows_a_progress_bar_on_a_terminal_and_keeps_log_files_one_line_per_step(fresh_study):
+    where, cfg = fresh_study
+    code, terminal = rankone(where, "train", "--config", "study.yaml", "--run", RUN, tty=True)
+    assert code == 0, terminal[-2000:]
+    assert "episode/s" in terminal or "s/episode" in terminal, terminal[-2000:]  # tqdm's rate, in the run's unit
+    assert f"{cfg.rl.steps * cfg.rl.prompts_per_step * cfg.rl.group_size}/" in terminal  # the episode budget
+
+    run = RunId.parse(RUN.replace("seed0", "seed1"))
+    code, log = rankone(where, "train", "--config", "study.yaml", "--run", run.path)
+    assert code == 0, log[-2000:]
+    assert "\r" not in log and "episode/s" not in log  # no bar in a file
+    steps = [line for line in log.splitlines() if f"{run.path} step " in line]
+    assert len(steps) == cfg.rl.steps // cfg.rl.log_every  # one line per logged step
+
+
+def test_status_counts_completed_started_failed_and_missing_runs(fresh_study, monkeypatch):
+    from rankone import status
+    from rankone.paths import Layout
+
+    where, cfg = fresh_study
+    monkeypatch.chdir(where)
+    at = Layout(cfg)
+    runs = cfg.runs()
+    done, torn, started, failed = runs[0], runs[2], runs[4], runs[6]  # four cells (two seeds each)
+    for run in (done, torn, started):
+        at.train(run).mkdir(parents=True)
+    (at.train(done) / "run.json").write_text(json.dumps({"status": "completed"}))
+    (at.train(torn) / "metrics.jsonl").write_text("{}\n")  # outputs without run.json: never complete
+    at.train_log(failed).parent.mkdir(parents=True, exist_ok=True)
+    at.train_log(failed).write_text("Traceback (most recent call last):\n  ...\nRuntimeError: boom\n")
+    states = {s.run.path: s.state for s in status.grid(cfg) if not s.sub_study}
+    assert states[done.path] == "completed" and states[failed.path] == "failed"
+    assert states[torn.path] == states[started.path] == "started"
+    assert list(states.values()).count("failed") == 2  # one train job trains both seeds of a cell
+    assert list(states.values()).count("missing") == len(runs) - 5
+
+    out = subprocess.run([sys.executable, "-m", "rankone", "status", "--config", "study.yaml"], cwd=where,
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert out.returncode == 0, out.stderr
+    assert f"1 completed, 2 failed, 2 started, {len(status.grid(cfg)) - 5} missing" in out.stdout
+    assert f"failed: {failed.path}: see {at.train_log(failed)}" in out.stdout
+    assert "report: not written yet" in out.stdout

@@ -1,0 +1,120 @@
+"""The published site (`make publish`) in a real browser: Debian's Chromium, headless,
+driven by Playwright (pinned in the lock; no browser download).
+
+The smoke study is published and every page opened at 1280x800: every image loads with a
+non-zero natural size, every link resolves inside the site, the console stays clean, and
+the forest plot and the headline sentences sit in the first viewport. Screenshots of the
+index and the experiment page are kept as artifacts in $RANKONE_ARTIFACTS (default
+test-artifacts/). Without Chromium the module is skipped, unless RANKONE_BROWSER=1 (set by
+.ci/run, which installs it), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urljoin, urlparse
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+VIEWPORT = {"width": 1280, "height": 800}
+# As root, headless, on a machine without network: no sandbox, no background connections.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(os.environ.get("RANKONE_ARTIFACTS", ROOT / "test-artifacts"))
+
+
+@pytest.fixture(scope="module")
+def site(smoke):
+    """The smoke study published, served over HTTP from its reports/ folder."""
+    if not shutil.which("chromium"):
+        if os.environ.get("RANKONE_BROWSER") == "1":
+            pytest.fail("RANKONE_BROWSER=1 but chromium is not installed (apt-get install chromium)")
+        pytest.skip("no chromium here (apt-get install chromium)")
+    out = subprocess.run([sys.executable, "-m", "rankone", "publish"], cwd=smoke, capture_output=True, text=True,
+                         env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    handler = functools.partial(QuietHandler, directory=str(smoke / "reports"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/", smoke / "reports"
+    server.shutdown()
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def visit(browser, url: str, screenshot: str | None = None) -> dict:
+    """Open `url` at 1280x800; what a reader would see, and what went wrong."""
+    page = browser.new_page(viewport=VIEWPORT)
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+    page.goto(url, wait_until="load")
+    page.evaluate("Promise.all([...document.images].map(i => i.decode().catch(() => null)))")
+    images = page.eval_on_selector_all("img", "els => els.map(e => [e.getAttribute('src'), e.naturalWidth, "
+                                       "e.naturalHeight])")
+    links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
+    boxes = {name: page.eval_on_selector(selector, "e => { const r = e.getBoundingClientRect(); "
+                                         "return [r.top, r.bottom, r.width]; }")
+             for name, selector in (("forest", "#the-answer img"), ("headline", "#the-answer ul"))
+             if page.query_selector(selector)}
+    if screenshot:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / screenshot))
+    page.close()
+    return {"errors": errors, "images": images, "links": links, "boxes": boxes}
+
+
+def test_every_page_loads_its_images_resolves_its_links_and_logs_no_errors(site, browser):
+    import urllib.request
+
+    base, root = site
+    pages = ["index.html", *(f"{p.parent.name}/index.html" for p in sorted(root.glob("*/index.html")))]
+    assert "smoke/index.html" in pages
+    for page in pages:
+        seen = visit(browser, urljoin(base, page), screenshot={"index.html": "index.png",
+                                                               "smoke/index.html": "smoke.png"}.get(page))
+        assert not seen["errors"], (page, seen["errors"])
+        assert all(w > 0 and h > 0 for _, w, h in seen["images"]), (page, seen["images"])
+        for href in seen["links"]:
+            target = urljoin(urljoin(base, page), href)
+            assert urlparse(target).netloc == urlparse(base).netloc, f"{page}: {href} leaves the site"
+            with urllib.request.urlopen(target.split("#")[0]) as response:  # raises on 404
+                assert response.status == 200, (page, href)
+    smoke = visit(browser, urljoin(base, "smoke/index.html"))
+    assert len(smoke["images"]) >= 7  # the forest plot and a figure per analysis
+    assert any(href.endswith("snakemake-report.zip") for href in smoke["links"])
+    assert {f"data/{name}" for name in ("verdicts.csv", "runs.csv")} <= set(smoke["links"])
+    assert (ARTIFACTS / "index.png").stat().st_size and (ARTIFACTS / "smoke.png").stat().st_size
+
+
+def test_the_answer_is_in_the_first_viewport(site, browser):
+    base, _ = site
+    boxes = visit(browser, urljoin(base, "smoke/index.html"))["boxes"]
+    for name in ("forest", "headline"):
+        top, bottom, width = boxes[name]
+        assert 0 <= top and bottom <= VIEWPORT["height"] and width > 200, (name, boxes[name])
