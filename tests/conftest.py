@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -110,37 +111,64 @@ def local_slurm(command: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(LOCAL_SLURM), command], capture_output=True, text=True, timeout=120)
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster():
-    """With RANKONE_SLURM=1 (set by .ci/run): a real single-node SLURM, started by
-    scripts/local-slurm for the session and stopped by PID at its end; else None."""
-    if os.environ.get("RANKONE_SLURM") != "1":
-        yield None
+SLURM_RUN: dict = {}  # the background SLURM smoke run (RANKONE_SLURM=1): cluster PIDs, process, folder
+
+
+def pytest_sessionstart(session):
+    """With RANKONE_SLURM=1 (set by .ci/run): start a real single-node SLURM (scripts/local-slurm)
+    and the smoke study through the SLURM profile in the background, at once. Its jobs spend
+    much of their time waiting on SLURM, so the rest of the suite runs meanwhile; the `smoke`
+    fixture waits for it."""
+    if os.environ.get("RANKONE_SLURM") != "1" or session.config.option.collectonly:
         return
     missing = [] if os.geteuid() == 0 else ["root"]
     missing += [tool for tool in ("slurmctld", "slurmd", "munged", "sbatch", "scontrol") if not shutil.which(tool)]
-    assert not missing, f"RANKONE_SLURM=1 but {', '.join(missing)} missing (scripts/local-slurm install, as root)"
+    if missing:
+        raise pytest.UsageError(f"RANKONE_SLURM=1 but {', '.join(missing)} missing "
+                                "(scripts/local-slurm install, as root)")
     started = local_slurm("start")
-    assert started.returncode == 0, started.stderr + started.stdout
-    pids = {name: int((where / f"{name}.pid").read_text()) for name, where in
-            (("slurmctld", SLURM_STATE), ("slurmd", SLURM_STATE), ("munged", Path("/run/munge")))}
-    yield pids
+    if started.returncode != 0:
+        raise pytest.UsageError(f"scripts/local-slurm start failed: {started.stderr}{started.stdout}")
+    SLURM_RUN["pids"] = {name: int((where / f"{name}.pid").read_text()) for name, where in
+                         (("slurmctld", SLURM_STATE), ("slurmd", SLURM_STATE), ("munged", Path("/run/munge")))}
+    workdir = copy_workflow(Path(tempfile.mkdtemp(prefix="rankone-slurm-smoke-")))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    SLURM_RUN["workdir"], SLURM_RUN["log"] = workdir, (workdir / "snakemake.log").open("w")
+    SLURM_RUN["process"] = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", *SLURM_PROFILE, "--configfile", "config/smoke.yaml"],
+        cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=SLURM_RUN["log"])
+
+
+@pytest.fixture(scope="session", autouse=os.environ.get("RANKONE_SLURM") == "1")
+def slurm_cluster():
+    """With RANKONE_SLURM=1: the PIDs of the session's SLURM daemons, stopped by PID (and
+    checked gone) at the session's end; else None."""
+    if "pids" not in SLURM_RUN:
+        yield None
+        return
+    yield SLURM_RUN["pids"]
+    process = SLURM_RUN["process"]
+    if process.poll() is None:
+        process.kill()
     stopped = local_slurm("stop")
     assert stopped.returncode == 0, stopped.stderr
-    for name, pid in pids.items():  # stopped by PID: none of the three is left running
+    for name, pid in SLURM_RUN["pids"].items():  # stopped by PID: none of the three is left running
         assert not Path(f"/proc/{pid}").exists(), f"{name} (pid {pid}) still runs after local-slurm stop"
 
 
 @pytest.fixture(scope="session")
 def smoke(tmp_path_factory, slurm_cluster):
     """The smoke study, run end to end by Snakemake: on this machine's cores, or with
-    RANKONE_SLURM=1 every job through sbatch with the SLURM profile (its log kept in
-    snakemake.log)."""
-    workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
+    RANKONE_SLURM=1 every job through sbatch with the SLURM profile (started with the
+    session; its log in snakemake.log)."""
     if slurm_cluster is None:
+        workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
         done = snakemake(workdir)
-    else:
-        done = snakemake(workdir, *SLURM_PROFILE, cores=False, timeout=1800)
-    (workdir / "snakemake.log").write_text(done.stderr)
-    assert done.returncode == 0, done.stderr[-4000:]
+        (workdir / "snakemake.log").write_text(done.stderr)
+        assert done.returncode == 0, done.stderr[-4000:]
+        return workdir
+    workdir = SLURM_RUN["workdir"]
+    code = SLURM_RUN["process"].wait(timeout=1800)
+    SLURM_RUN["log"].close()
+    assert code == 0, (workdir / "snakemake.log").read_text()[-4000:]
     return workdir
