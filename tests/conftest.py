@@ -4,6 +4,7 @@ functions (no Snakemake), and the smoke study run by real Snakemake."""
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -112,13 +113,32 @@ def local_slurm(command: str) -> subprocess.CompletedProcess:
 
 
 SLURM_RUN: dict = {}  # the background SLURM smoke run (RANKONE_SLURM=1): cluster PIDs, process, folder
+BACKGROUND: dict = {}  # name -> (process, workdir, log file) of studies started with the session
+
+
+def start_study(name: str, *args: str, configs=("config/smoke.yaml",)) -> None:
+    """Run a study in a fresh copy of the workflow in the background; `finished_study` waits for it."""
+    workdir = copy_workflow(Path(tempfile.mkdtemp(prefix=f"rankone-{name}-")))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    log = (workdir / "snakemake.log").open("w")
+    process = subprocess.Popen([sys.executable, "-m", "snakemake", *args, "--configfile", *configs],
+                               cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    BACKGROUND[name] = (process, workdir, log)
+
+
+def finished_study(name: str) -> Path:
+    process, workdir, log = BACKGROUND[name]
+    code = process.wait(timeout=1800)
+    log.close()
+    assert code == 0, (workdir / "snakemake.log").read_text()[-4000:]
+    return workdir
 
 
 def pytest_sessionstart(session):
     """With RANKONE_SLURM=1 (set by .ci/run): start a real single-node SLURM (scripts/local-slurm)
-    and the smoke study through the SLURM profile in the background, at once. Its jobs spend
-    much of their time waiting on SLURM, so the rest of the suite runs meanwhile; the `smoke`
-    fixture waits for it."""
+    and, at once, two studies in the background: the smoke study through the SLURM profile
+    (its jobs spend much of their time waiting on SLURM) and the vLLM smoke study on one core.
+    The rest of the suite runs meanwhile; the `smoke` and `smoke_vllm` fixtures wait for them."""
     if os.environ.get("RANKONE_SLURM") != "1" or session.config.option.collectonly:
         return
     missing = [] if os.geteuid() == 0 else ["root"]
@@ -131,12 +151,9 @@ def pytest_sessionstart(session):
         raise pytest.UsageError(f"scripts/local-slurm start failed: {started.stderr}{started.stdout}")
     SLURM_RUN["pids"] = {name: int((where / f"{name}.pid").read_text()) for name, where in
                          (("slurmctld", SLURM_STATE), ("slurmd", SLURM_STATE), ("munged", Path("/run/munge")))}
-    workdir = copy_workflow(Path(tempfile.mkdtemp(prefix="rankone-slurm-smoke-")))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    SLURM_RUN["workdir"], SLURM_RUN["log"] = workdir, (workdir / "snakemake.log").open("w")
-    SLURM_RUN["process"] = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", *SLURM_PROFILE, "--configfile", "config/smoke.yaml"],
-        cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=SLURM_RUN["log"])
+    start_study("smoke", *SLURM_PROFILE)
+    if importlib.util.find_spec("vllm"):
+        start_study("smoke-vllm", "--cores", "1", configs=("config/smoke.yaml", "config/smoke-vllm.yaml"))
 
 
 @pytest.fixture(scope="session", autouse=os.environ.get("RANKONE_SLURM") == "1")
@@ -147,9 +164,9 @@ def slurm_cluster():
         yield None
         return
     yield SLURM_RUN["pids"]
-    process = SLURM_RUN["process"]
-    if process.poll() is None:
-        process.kill()
+    for process, _, _ in BACKGROUND.values():
+        if process.poll() is None:
+            process.kill()
     stopped = local_slurm("stop")
     assert stopped.returncode == 0, stopped.stderr
     for name, pid in SLURM_RUN["pids"].items():  # stopped by PID: none of the three is left running
@@ -167,8 +184,4 @@ def smoke(tmp_path_factory, slurm_cluster):
         (workdir / "snakemake.log").write_text(done.stderr)
         assert done.returncode == 0, done.stderr[-4000:]
         return workdir
-    workdir = SLURM_RUN["workdir"]
-    code = SLURM_RUN["process"].wait(timeout=1800)
-    SLURM_RUN["log"].close()
-    assert code == 0, (workdir / "snakemake.log").read_text()[-4000:]
-    return workdir
+    return finished_study("smoke")

@@ -17,7 +17,7 @@ import yaml
 from rankone.config import load
 from rankone.io import read_json, read_jsonl
 from rankone.paths import Layout
-from tests.conftest import ROOT, copy_workflow, snakemake
+from tests.conftest import BACKGROUND, ROOT, copy_workflow, finished_study, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -250,18 +250,22 @@ def test_rankone_cli_reruns_a_single_job(smoke, tmp_path):
 
 @pytest.fixture(scope="module")
 def smoke_vllm(smoke):
+    """The vLLM smoke study (its own experiment): started with the session under RANKONE_SLURM=1
+    (tests/conftest.py), else run here beside the smoke study."""
     pytest.importorskip("vllm")
+    if "smoke-vllm" in BACKGROUND:
+        return finished_study("smoke-vllm")
     done = snakemake(smoke, configs=("config/smoke.yaml", "config/smoke-vllm.yaml"))
     assert done.returncode == 0, done.stderr[-4000:]
     return smoke
 
 
-def test_vllm_smoke_study_matches_the_hf_engine(smoke_vllm):
+def test_vllm_smoke_study_matches_the_hf_engine(smoke, smoke_vllm):
     from scipy import stats
 
     curves = {}
     for experiment in ("smoke", "smoke-vllm"):
-        at = smoke_vllm / "results" / experiment
+        at = (smoke_vllm if experiment == "smoke-vllm" else smoke) / "results" / experiment
         frame = pd.read_csv(at / "analysis/curves.csv")
         curves[experiment] = frame[frame.regime == "rl"].sort_values(["model", "method", "lr", "seed", "step"])
         for run in (at / "train/rl").glob("*/*/*/*/run.json"):
