@@ -1,6 +1,8 @@
 """One RL step of rankone's trainer beside TRL's GRPOTrainer, in one run (`make benchmark`).
 
-Same base model and data (the smoke study's qwen3-tiny and its arithmetic train split),
+Same base model and data (the default study's qwen3-tiny, built here by the data and models
+stages from config/default.yaml, and its arithmetic train split), each method at the default
+study's best RL learning rate (reports/default/data/best_lr.csv),
 same batch (4 prompts x 8 samples, up to 5 new tokens, temperature 1), no KL, constant lr,
 one thread, FullFT and LoRA r1, 100 steps each. rankone's step times come from its
 `timings.jsonl`, TRL's from a callback around each optimizer step; both skip 5 warm-up
@@ -21,10 +23,31 @@ import torch
 from rankone.config import RunId
 from rankone.data import read_split
 from rankone.train import TRAINERS
-from tests.conftest import study  # noqa: F401 - the smoke study (data and base models)
+from tests.conftest import ROOT
 
 STEPS, WARMUP, PROMPTS, GROUP, TOKENS = 100, 5, 4, 8, 5
-LR = {"fullft": 1e-3, "lora-r1": 1e-2}
+LR = {"fullft": 1e-4, "lora-r1": 3e-4}  # the default study's best RL lrs for qwen3-tiny
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """The default study's data and its qwen3-tiny base model (about 2 minutes to warm-start)."""
+    import yaml
+
+    from rankone import data
+    from rankone.config import validate
+    from rankone.models.build import build
+    from rankone.paths import Layout
+
+    root = tmp_path_factory.mktemp("default")
+    raw = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
+    cfg = validate({**raw, "results_dir": str(root / "results"), "reports_dir": str(root / "reports"),
+                    "models": ["qwen3-tiny"]})
+    at = Layout(cfg)
+    for regime in cfg.regimes:
+        data.build(cfg, regime, at.data(regime))
+    build(cfg, "qwen3-tiny", at.data_root, at.model("qwen3-tiny"))
+    return cfg, at
 MEDIANS: dict[tuple[str, str], float] = {}
 
 
