@@ -83,6 +83,12 @@ def smollm2(tmp_path_factory):
     return cfg, at, info
 
 
+def venv_env(**extra: str) -> dict:
+    """This environment, with this interpreter's bin/ first on PATH (snakemake and rankone
+    as jobs find them), plus `extra`."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **extra}
+
+
 def copy_workflow(workdir: Path) -> Path:
     """What a clone needs to run the workflow, copied into `workdir` (made if missing)."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -95,7 +101,7 @@ def copy_workflow(workdir: Path) -> Path:
 def snakemake(workdir: Path, *args: str, configs=("config/smoke.yaml",), cores: bool = True,
               env: dict | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
     """Real Snakemake in `workdir` (two local cores unless `cores` is False, for a cluster profile)."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {})}
+    env = venv_env(**(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "snakemake", *(["--cores", "2"] if cores else []),
          *(["--configfile", *configs] if configs else []), *args],
@@ -119,7 +125,7 @@ BACKGROUND: dict = {}  # name -> (process, workdir, log file) of studies started
 def start_study(name: str, *args: str, configs=("config/smoke.yaml",)) -> None:
     """Run a study in a fresh copy of the workflow in the background; `finished_study` waits for it."""
     workdir = copy_workflow(Path(tempfile.mkdtemp(prefix=f"rankone-{name}-")))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = venv_env()
     log = (workdir / "snakemake.log").open("w")
     process = subprocess.Popen([sys.executable, "-m", "snakemake", *args, "--configfile", *configs],
                                cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=log)

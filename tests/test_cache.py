@@ -3,7 +3,6 @@ library code the stage runs has changed; a report-only change leaves training al
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rankone.stages import source_digest
-from tests.conftest import ROOT
+from tests.conftest import ROOT, venv_env
 
 pytestmark = pytest.mark.slow
 TARGET = "results/smoke/models/qwen3-tiny"
@@ -28,8 +27,7 @@ def checkout(dest: Path) -> Path:
 
 
 def build_model(workdir: Path, cache: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SNAKEMAKE_OUTPUT_CACHE": str(cache),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = venv_env(SNAKEMAKE_OUTPUT_CACHE=str(cache))
     out = subprocess.run([sys.executable, "-m", "snakemake", TARGET, "--cores", "2", "--cache", "data", "models",
                           "--configfile", "config/smoke.yaml"],
                          cwd=workdir, env=env, capture_output=True, text=True)

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import termios
 
-import pytest
 
 from rankone.config import RunId
 from tests.conftest import ROOT

@@ -23,7 +23,7 @@ from urllib.parse import urljoin, urlparse
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, venv_env
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def site(smoke):
             pytest.fail("RANKONE_BROWSER=1 but chromium is not installed (apt-get install chromium)")
         pytest.skip("no chromium here (apt-get install chromium)")
     out = subprocess.run([sys.executable, "-m", "rankone", "publish"], cwd=smoke, capture_output=True, text=True,
-                         env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
+                         env=venv_env())
     assert out.returncode == 0, out.stderr[-3000:]
     handler = functools.partial(QuietHandler, directory=str(smoke / "reports"))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)

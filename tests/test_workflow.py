@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +15,7 @@ import yaml
 from rankone.config import load
 from rankone.io import read_json, read_jsonl
 from rankone.paths import Layout
-from tests.conftest import BACKGROUND, ROOT, copy_workflow, finished_study, snakemake
+from tests.conftest import BACKGROUND, finished_study, snakemake, venv_env
 
 pytestmark = pytest.mark.slow
 
@@ -224,7 +222,7 @@ def test_rankone_cli_reruns_a_single_job(smoke, tmp_path):
     run = cfg.runs()[0]
     metrics = smoke / Layout(cfg).train(run) / "metrics.jsonl"
     before = metrics.read_bytes()
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = venv_env()
     out = subprocess.run(["rankone", "train", "--config", "config/smoke.yaml", "--run", run.path],
                          cwd=smoke, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

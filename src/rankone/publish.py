@@ -135,7 +135,7 @@ def write_snakemake_report(study_yaml: Path, zip_path: Path) -> str:
 def provenance(at: Layout) -> dict:
     """Commit, time span and environment of the runs, from the provenance the stages recorded."""
     records = []
-    for pattern in ("data/*/manifest.json", "models/*/rankone.json", "train/**/run.json", "**/run.json"):
+    for pattern in ("data/*/manifest.json", "models/*/rankone.json", "**/run.json"):  # runs of sub-studies too
         for path in at.root.glob(pattern):
             try:
                 records.append(json.loads(path.read_text()).get("provenance") or {})
@@ -165,8 +165,10 @@ def _duration(seconds: float | None) -> str:
 
 def one_line(at: Layout) -> str:
     """Rank 1 (the lowest LoRA rank) against FullFT on each regime's score, per model."""
-    verdicts = pd.read_csv(at.analysis / "verdicts.csv") if (at.analysis / "verdicts.csv").stat().st_size else None
-    if verdicts is None or not len(verdicts):
+    from rankone.report import verdict_table
+
+    verdicts = verdict_table(at)
+    if not len(verdicts):
         return "no LoRA-vs-FullFT pairs"
     score = verdicts[(verdicts.metric == "score") & verdicts["rank"].notna()]
     parts = []
@@ -221,7 +223,7 @@ def experiment_page(cfg: StudyConfig, at: Layout, entry: dict, grid: list, table
     if entry["complete"]:
         t = report.tables(at)
         sections = report.build_sections(cfg, at, **t)
-        answer = report.headline(at)
+        answer = report.findings(t["verdicts"], t["plateau"])
         method = [b for b in sections[0][1] if isinstance(b, str) and b not in answer]
         body.append('<section class="answer" id="the-answer"><img src="forest.png" alt="'
                     + html.escape(FIGURES["forest.png"]) + '"><div><h2 style="margin-top:0">The answer</h2><ul>'

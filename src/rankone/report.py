@@ -278,11 +278,14 @@ def sft_arm_note(info: pd.DataFrame) -> str:
             "show a shortfall only where FullFT stores most of the table.")
 
 
+def verdict_table(at: Layout) -> pd.DataFrame:
+    """The analysis stage's verdicts (empty when the study has no LoRA-vs-FullFT pair)."""
+    return _read(at.analysis / "verdicts.csv").fillna({"lr_edge": "", "fullft_lr_edge": ""})
+
+
 def headline(at: Layout) -> list[str]:
     """The report's answer in plain sentences, from the analysis tables."""
-    a = at.analysis
-    verdicts = _read(a / "verdicts.csv").fillna({"lr_edge": "", "fullft_lr_edge": ""})
-    return findings(verdicts, _read(a / "plateau.csv"))
+    return findings(verdict_table(at), _read(at.analysis / "plateau.csv"))
 
 
 def tables(at: Layout) -> dict:
@@ -291,7 +294,7 @@ def tables(at: Layout) -> dict:
     return {
         "runs": pd.read_csv(a / "runs.csv"),
         "best": pd.read_csv(a / "best_lr.csv").fillna({"edge": ""}),
-        "verdicts": _read(a / "verdicts.csv").fillna({"lr_edge": "", "fullft_lr_edge": ""}),
+        "verdicts": verdict_table(at),
         "plateau": _read(a / "plateau.csv"),
         "info": pd.read_csv(a / "information.csv"),
         "lr_rank": _read(a / "lr_vs_rank.csv"),
