@@ -87,31 +87,62 @@ def sample(
     max_new_tokens: int,
     greedy: bool = False,
 ) -> Samples:
-    """`n` completions per prompt with transformers' generate, with the sampler's log-probs.
+    """`n` completions per prompt, with the sampler's log-probs.
+
+    A lean version of transformers' `generate` (multinomial sampling, or argmax when `greedy`):
+    it draws the same tokens from the same logits, bit for bit (tests/test_sequences.py checks it
+    against `generate`), without `generate`'s per-call set-up. Tokens are drawn from
+    softmax(logits / temperature) and nothing else; the
+    model's own generation config (repetition penalty and the like) is never applied, so the
+    log-probs returned are those of the distribution sampled.
 
     Sampling uses torch's global RNG: seed it before calling for reproducible draws.
     """
     prompt_ids_B_L, prompt_mask_B_L = encode_prompts(tokenizer, prompts)
     prompt_ids_B_L = prompt_ids_B_L.repeat_interleave(n, 0)
     prompt_mask_B_L = prompt_mask_B_L.repeat_interleave(n, 0)
-    sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
-    out = model.generate(
-        input_ids=prompt_ids_B_L,
-        attention_mask=prompt_mask_B_L,
-        do_sample=not greedy,
-        max_new_tokens=max_new_tokens,
-        min_new_tokens=0,
-        output_logits=True,
-        return_dict_in_generate=True,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        **sampling,
-    )
-    completion_B_C = out.sequences[:, prompt_ids_B_L.shape[1] :]
+    completion_B_C, logits_B_C_V = draw(model, prompt_ids_B_L, prompt_mask_B_L, temperature, max_new_tokens,
+                                        tokenizer.eos_token_id, tokenizer.pad_token_id, greedy)
     mask_B_C = completion_mask(completion_B_C, tokenizer.eos_token_id)
-    logits_B_C_V = torch.stack(out.logits, dim=1).float() / (1.0 if greedy else temperature)
+    logits_B_C_V = logits_B_C_V / (1.0 if greedy else temperature)
     logprobs_B_C = torch.gather(F.log_softmax(logits_B_C_V, -1), 2, completion_B_C.unsqueeze(-1)).squeeze(-1)
     rows = completion_B_C.tolist()
     texts = decode_completions(tokenizer, rows)
     reasons = ["stop" if tokenizer.eos_token_id in row else "length" for row in rows]
     return Samples(prompt_ids_B_L, prompt_mask_B_L, completion_B_C, mask_B_C, logprobs_B_C * mask_B_C, texts, reasons)
+
+
+def draw(model, prompt_ids_B_L, prompt_mask_B_L, temperature: float, max_new_tokens: int, eos_id: int, pad_id: int,
+         greedy: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The token loop of `sample`: one completion per row and the raw float32 logits each token
+    was drawn from. Every input the model sees is what `generate` (transformers 5.19, `_sample`
+    with a DynamicCache) would pass it: position ids from the attention mask, no mask when
+    nothing is padded, logits for the last position only, and the same batch shapes (even one
+    prompt's repeated rows go through the model together: a matmul's last bits can depend on
+    how many rows it multiplies). A row that has emitted <eos> gets the pad token after it; the
+    loop stops when every row has, or at `max_new_tokens`."""
+    from transformers import DynamicCache
+
+    positions_B_T = (prompt_mask_B_L.cumsum(-1) - 1).masked_fill(prompt_mask_B_L == 0, 0)
+    mask_B_T = prompt_mask_B_L if not bool((prompt_mask_B_L == 1).all()) else None
+    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+    ids_B_T, unfinished_B = prompt_ids_B_L, torch.ones(len(prompt_ids_B_L), dtype=torch.long)
+    tokens, logits = [], []
+    while True:
+        out = model(input_ids=ids_B_T, attention_mask=mask_B_T, position_ids=positions_B_T, past_key_values=cache,
+                    use_cache=True, logits_to_keep=1, return_dict=True)
+        logits_B_V = out.logits[:, -1].to(dtype=torch.float32)
+        if greedy:
+            token_B = logits_B_V.argmax(-1)
+        else:
+            scores_B_V = logits_B_V / temperature if temperature != 1.0 else logits_B_V
+            token_B = torch.multinomial(F.softmax(scores_B_V, dim=-1), num_samples=1).squeeze(1)
+        token_B = token_B * unfinished_B + pad_id * (1 - unfinished_B)
+        tokens.append(token_B)
+        logits.append(logits_B_V)
+        unfinished_B = unfinished_B & (token_B != eos_id).long()
+        if len(tokens) == max_new_tokens or not unfinished_B.any():
+            return torch.stack(tokens, dim=1), torch.stack(logits, dim=1)
+        ids_B_T, positions_B_T = token_B[:, None], positions_B_T[:, -1:] + 1
+        if mask_B_T is not None:
+            mask_B_T = torch.cat([mask_B_T, mask_B_T.new_ones((len(mask_B_T), 1))], dim=-1)

@@ -72,7 +72,7 @@ class Run:
         policy = make_policy(model, run.method, cfg.lora, cfg.scope(run.method))
         policy.train()
         # Constant learning rate, no warmup, no weight decay: as in the original runs.
-        optimizer = torch.optim.Adam(cls._trainable(policy), lr=run.lr)
+        optimizer = torch.optim.Adam(cls._trainable(policy), lr=run.lr, foreach=True)
         log.info("%s: %d trainable parameters", run.path, trainable_parameters(policy))
         ctx = cls(cfg, run, out_dir, Path(model_dir), policy, tokenizer, optimizer, started)
         ctx._resume()

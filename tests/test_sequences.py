@@ -1,0 +1,85 @@
+"""The lean sampler draws what transformers' `generate` draws, bit for bit.
+
+Every published run sampled with `generate` before the lean loop replaced it (to speed the
+RL step up), so the two must agree on every token and every logit: same seed, same tokens,
+same sampler log-probs, on both tiny architectures, through a LoRA adapter, on the real
+SmolLM2 checkpoint with its chat template, greedy and at temperatures other than 1, with
+and without left padding, and when every row stops early at <eos>.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rankone.models.load import load_base, make_policy
+from rankone.models.sequences import completion_mask, encode_prompts, sample
+
+
+def generated(model, tokenizer, prompts, n, temperature, max_new_tokens, greedy=False):
+    """What the sampler did before the lean loop: `generate`, with the sampler's log-probs."""
+    ids_P_L, mask_P_L = encode_prompts(tokenizer, prompts)
+    ids_B_L, mask_B_L = ids_P_L.repeat_interleave(n, 0), mask_P_L.repeat_interleave(n, 0)
+    sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
+    with torch.no_grad():
+        out = model.generate(input_ids=ids_B_L, attention_mask=mask_B_L, do_sample=not greedy,
+                             max_new_tokens=max_new_tokens, min_new_tokens=0, output_logits=True,
+                             return_dict_in_generate=True, pad_token_id=tokenizer.pad_token_id,
+                             eos_token_id=tokenizer.eos_token_id, **sampling)
+    completion_B_C = out.sequences[:, ids_B_L.shape[1]:]
+    logits_B_C_V = torch.stack(out.logits, dim=1).float() / (1.0 if greedy else temperature)
+    logprobs_B_C = torch.gather(F.log_softmax(logits_B_C_V, -1), 2, completion_B_C.unsqueeze(-1)).squeeze(-1)
+    return completion_B_C, logprobs_B_C * completion_mask(completion_B_C, tokenizer.eos_token_id)
+
+
+def assert_same_draws(model, tokenizer, prompts, n, temperature, max_new_tokens, greedy=False, seeds=range(4)):
+    model.eval()
+    lengths = set()
+    for seed in seeds:
+        torch.manual_seed(seed)
+        expected_B_C, expected_logprobs_B_C = generated(model, tokenizer, prompts, n, temperature, max_new_tokens,
+                                                        greedy)
+        torch.manual_seed(seed)
+        got = sample(model, tokenizer, prompts, n, temperature, max_new_tokens, greedy)
+        assert torch.equal(got.completion_B_C, expected_B_C), seed
+        assert torch.equal(got.sampler_logprobs_B_C, expected_logprobs_B_C), seed
+        assert got.prompt_ids_B_L.shape[0] == len(prompts) * n
+        lengths.add(expected_B_C.shape[1])
+    return lengths
+
+
+@pytest.mark.parametrize("model_name", ["qwen3-tiny", "llama-tiny"])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_lean_sampler_draws_what_generate_draws(study, model_name, temperature):
+    cfg, at = study
+    model, tokenizer = load_base(at.model(model_name))
+    padded = ["3+4=", "12+30=", "7+8=", "1+1="]  # different lengths: left padding
+    assert_same_draws(model, tokenizer, padded, 8, temperature, 6)
+    assert_same_draws(model, tokenizer, ["3+4=", "5+6="], 3, temperature, 6)  # one length: no mask at all
+    assert_same_draws(model, tokenizer, padded, 1, temperature, 6, greedy=True, seeds=[0])
+
+
+def test_lean_sampler_through_a_lora_adapter_and_early_stops(study):
+    cfg, at = study
+    model, tokenizer = load_base(at.model("qwen3-tiny"))
+    policy = make_policy(model, "lora-r2", cfg.lora, cfg.scope("lora-r2"))
+    with torch.no_grad():  # a trained-looking adapter, so it changes what is drawn
+        for name, param in policy.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5, generator=torch.Generator().manual_seed(len(name)))
+    assert_same_draws(policy, tokenizer, ["3+4=", "12+30=", "7+8="], 4, 1.0, 6)
+    # An <eos> made almost certain: every row stops before max_new_tokens, and generate stops with them.
+    bias_V = torch.zeros(model.lm_head.out_features)
+    bias_V[tokenizer.eos_token_id] = 8.0
+    model.lm_head.bias = torch.nn.Parameter(bias_V, requires_grad=False)
+    lengths = assert_same_draws(policy, tokenizer, ["3+4=", "12+30="], 4, 1.0, 6)
+    assert max(lengths) < 6
+
+
+def test_lean_sampler_on_the_real_checkpoint(smollm2):
+    cfg, at, _ = smollm2
+    model, tokenizer = load_base(at.model("smollm2-135m"))
+    assert tokenizer.chat_template and tokenizer.pad_token_id == tokenizer.eos_token_id
+    prompts = ["What is 3 + 4?", "Compute 12 * 30 and give only the number."]
+    assert_same_draws(model, tokenizer, prompts, 4, 1.0, 8, seeds=range(2))
