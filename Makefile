@@ -1,5 +1,6 @@
 # make study : set up .venv from the lock (if missing) and run the default study
 # make test  : set up .venv (if missing) and run the test suite
+# make slurm-env: add the SLURM executor plugin (envs/slurm.txt) for workflow/profiles/slurm
 # make publish: the static site under reports/ from every study under results/ (see README)
 # make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / real : experiments layered over the default study
 VENV := .venv
@@ -7,7 +8,7 @@ PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: publish study smoke layers capacity truncation levers calibration tinylora rl-capacity real test benchmark lint env
+.PHONY: slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -54,6 +55,10 @@ rl-capacity: env
 
 test: env
 	pytest
+
+# Only where SLURM is used: see envs/slurm.txt for why it is not in the lock.
+slurm-env: env
+	$(VENV)/bin/pip install --quiet --no-deps $(PIP_ARGS) -r envs/slurm.txt
 
 publish: env
 	rankone publish

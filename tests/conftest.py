@@ -152,6 +152,8 @@ def pytest_sessionstart(session):
     if missing:
         raise pytest.UsageError(f"RANKONE_SLURM=1 but {', '.join(missing)} missing "
                                 "(scripts/local-slurm install, as root)")
+    if not importlib.util.find_spec("snakemake_executor_plugin_slurm"):
+        raise pytest.UsageError("RANKONE_SLURM=1 but the SLURM executor plugin is not installed (make slurm-env)")
     started = local_slurm("start")
     if started.returncode != 0:
         raise pytest.UsageError(f"scripts/local-slurm start failed: {started.stderr}{started.stdout}")

