@@ -140,18 +140,94 @@ def test_trl_grpo_step(benchmark, study, tmp_path, method):
     assert learned(times.rewards)["learned"], times.rewards
 
 
-def test_noop_rerun_of_a_finished_study(benchmark, tmp_path):
-    """`snakemake -n` on a finished smoke study, against the time the study took."""
+def test_model_work_of_one_rl_step(benchmark, study):
+    """The part of a FullFT step no trainer can skip: sampling (every forward of `sample`), the
+    learner's forward, backward and the Adam step, each timed alone on one batch of the same
+    shape (median of 50), summed. Against rankone's and TRL's median steps from this run, it
+    says how much of each step is the trainer's own overhead, and the lowest rankone / TRL
+    ratio a trainer with no overhead at all could reach on this machine."""
+    from rankone.models.load import load_base
+    from rankone.models.sequences import completion_logprobs, sample
+
+    cfg, at = study
+    torch.set_num_threads(1)
+    model, tokenizer = load_base(at.model("qwen3-tiny"))
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=LR["fullft"], foreach=True)
+    prompts = [row["prompt"] for row in read_split(at.data("rl"), "train")[:PROMPTS]]
+    torch.manual_seed(0)
+    samples = sample(model.eval(), tokenizer, prompts, GROUP, 1.0, TOKENS)
+    model.train()
+    advantages_B = torch.linspace(-1, 1, PROMPTS * GROUP)
+
+    def learner_forward():
+        return completion_logprobs(model, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C,
+                                   samples.completion_mask_B_C)
+
+    def timed(part, setup=lambda: None, reps=50):
+        seconds = []
+        for _ in range(reps):
+            arg = setup()
+            started = time.perf_counter()
+            part(arg)
+            seconds.append(time.perf_counter() - started)
+        return statistics.median(seconds)
+
+    def sampling(_):
+        with torch.no_grad():
+            sample(model, tokenizer, prompts, GROUP, 1.0, TOKENS)
+
+    def loss():
+        optimizer.zero_grad(set_to_none=True)
+        return -(learner_forward() * advantages_B[:, None]).sum()
+
+    parts = {}
+
+    def measure():
+        model.eval()
+        parts["sampling"] = timed(sampling)
+        model.train()
+        parts["learner_forward"] = timed(lambda _: learner_forward())
+        parts["backward"] = timed(lambda value: value.backward(), setup=loss)
+        parts["adam"] = timed(lambda _: optimizer.step(), setup=lambda: loss().backward())
+
+    benchmark.pedantic(measure, rounds=1, iterations=1)
+    floor = sum(parts.values())
+    benchmark.extra_info.update({f"{k}_seconds": v for k, v in parts.items()}, model_work_seconds=floor,
+                                sampled_tokens_per_row=samples.completion_B_C.shape[1])
+    if ("rankone", "fullft") in MEDIANS:
+        benchmark.extra_info["rankone_overhead_seconds"] = MEDIANS["rankone", "fullft"] - floor
+    if ("trl", "fullft") in MEDIANS:
+        benchmark.extra_info["model_work_over_trl_step"] = floor / MEDIANS["trl", "fullft"]
+
+
+@pytest.mark.parametrize("experiment", ["smoke", "default"])
+def test_noop_rerun_of_a_finished_study(benchmark, tmp_path, experiment):
+    """`snakemake -n` on a finished study, against the time the study took: the smoke study, run
+    here first (Snakemake's wall time), and the default study where `make study` has finished it
+    in this clone (results/default; the span its runs recorded, first job start to last job end)."""
+    from rankone.config import validate
+    from rankone.paths import Layout
+    from rankone.publish import provenance
     from tests.conftest import copy_workflow, snakemake
 
-    workdir = copy_workflow(tmp_path / "study")
-    started = time.perf_counter()
-    assert snakemake(workdir).returncode == 0
-    full = time.perf_counter() - started
+    if experiment == "smoke":
+        workdir, configs = copy_workflow(tmp_path / "study"), ("config/smoke.yaml",)
+        started = time.perf_counter()
+        assert snakemake(workdir, configs=configs).returncode == 0
+        full = time.perf_counter() - started
+    else:
+        import yaml
+
+        workdir, configs = ROOT, ()
+        cfg = validate(yaml.safe_load((ROOT / "config" / "default.yaml").read_text()))
+        at = Layout(cfg.model_copy(update={"results_dir": str(ROOT / cfg.results_dir)}))
+        if not (at.root / "analysis" / "verdicts.csv").is_file():
+            pytest.skip("no finished default study in this clone: run `make study` first")
+        full = provenance(at)["span_seconds"]
 
     def noop():
-        out = snakemake(workdir, "-n")
-        assert "Nothing to be done" in out.stdout + out.stderr
+        out = snakemake(workdir, "-n", configs=configs)
+        assert "Nothing to be done" in out.stdout + out.stderr, out.stdout + out.stderr
 
     benchmark.pedantic(noop, rounds=3, iterations=1)
     benchmark.extra_info.update(full_study_seconds=full, noop_over_full=benchmark.stats.stats.median / full)

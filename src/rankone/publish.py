@@ -151,6 +151,7 @@ def provenance(at: Layout) -> dict:
         "commit": ", ".join(c[:12] for c in commits) or "unknown",
         "date": max(finished)[:10] if finished else "",
         "run_time": _duration(span),
+        "span_seconds": span,
         "environment": hashlib.sha256(json.dumps(packages, sort_keys=True).encode()).hexdigest()[:16],
         "lock": hashlib.sha256(LOCK.read_bytes()).hexdigest()[:16] if LOCK.is_file() else "no lock file here",
     }
