@@ -2,20 +2,24 @@
 
 Same base model and data (the default study's qwen3-tiny, built here by the data and models
 stages from config/default.yaml, and its arithmetic train split), each method at the default
-study's best RL learning rate (reports/default/data/best_lr.csv),
-same batch (4 prompts x 8 samples, up to 5 new tokens, temperature 1), no KL, constant lr,
-one thread, FullFT and LoRA r1, 100 steps each. rankone's step times come from its
-`timings.jsonl`, TRL's from a callback around each optimizer step; both skip 5 warm-up
-steps. Each records its median step and whether it learned (mean reward of the last 10
-steps against the first 10); the TRL test records the ratio rankone / TRL, and the
-rankone test for LoRA r1 the ratio LoRA / FullFT. Needs envs/bench.txt (TRL).
-"""
+study's best RL learning rate (reports/default/data/best_lr.csv), same batch (4 prompts x 8
+samples, up to 5 new tokens, temperature 1), no KL, constant lr, one thread, FullFT and LoRA
+r1, 100 steps each. rankone's step times come from its `timings.jsonl`, TRL's from a callback
+around each optimizer step; both skip 5 warm-up steps. Each records its median step and
+whether it learned (mean reward of the last 10 steps against the first 10); the TRL test
+records the ratio rankone / TRL. Needs envs/bench.txt (TRL).
+
+Also, as ratios from the same run: LoRA r1's step against FullFT's (whole step, and the update
+alone) on both tiny models and on SmolLM2-135M; the model work of one step (sampling, the
+learner's forward, backward, Adam, timed alone) against both trainers' steps; and a no-op
+`snakemake -n` against the whole study, for the smoke study and the default study."""
 
 from __future__ import annotations
 
 import json
 import statistics
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,15 +27,26 @@ import torch
 from rankone.config import RunId
 from rankone.data import read_split
 from rankone.train import TRAINERS
-from tests.conftest import ROOT
+from tests.conftest import ROOT, smollm2  # noqa: F401 - the SmolLM2 fixture
 
 STEPS, WARMUP, PROMPTS, GROUP, TOKENS = 100, 5, 4, 8, 5
-LR = {"fullft": 1e-4, "lora-r1": 3e-4}  # the default study's best RL lrs for qwen3-tiny
+
+
+def best_rl_lrs() -> dict[tuple[str, str], float]:
+    """The default study's best RL learning rate per (model, method), from its committed report."""
+    import csv
+
+    with (ROOT / "reports" / "default" / "data" / "best_lr.csv").open() as f:
+        return {(r["model"], r["method"]): float(r["lr"]) for r in csv.DictReader(f) if r["regime"] == "rl"}
+
+
+BEST = best_rl_lrs()
+LR = {method: BEST["qwen3-tiny", method] for method in ("fullft", "lora-r1")}  # TRL runs on qwen3-tiny
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    """The default study's data and its qwen3-tiny base model (about 2 minutes to warm-start)."""
+    """The default study's data and its two tiny base models (about 2 minutes each to warm-start)."""
     import yaml
 
     from rankone import data
@@ -42,13 +57,14 @@ def study(tmp_path_factory):
     root = tmp_path_factory.mktemp("default")
     raw = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
     cfg = validate({**raw, "results_dir": str(root / "results"), "reports_dir": str(root / "reports"),
-                    "models": ["qwen3-tiny"]})
+                    "models": ["qwen3-tiny", "llama-tiny"]})
     at = Layout(cfg)
     for regime in cfg.regimes:
         data.build(cfg, regime, at.data(regime))
-    build(cfg, "qwen3-tiny", at.data_root, at.model("qwen3-tiny"))
+    for model in cfg.models:
+        build(cfg, model, at.data_root, at.model(model))
     return cfg, at
-MEDIANS: dict[tuple[str, str], float] = {}
+MEDIANS: dict[tuple, float] = {}  # median step seconds by (trainer or model, method[, part])
 
 
 def bench_config(cfg):
@@ -65,24 +81,59 @@ def learned(rewards: list[float]) -> dict:
     return {"reward_first_10": first, "reward_last_10": last, "learned": last > first}
 
 
+def step_medians(out: Path, warmup: int) -> tuple[float, float]:
+    """Median seconds of a whole step and of its update (the step less sampling, scoring and the
+    learner's forward: backward, optimizer, logging), after `warmup` steps."""
+    timings = [json.loads(line) for line in (out / "timings.jsonl").read_text().splitlines()][warmup:]
+    return (statistics.median(t["seconds"] for t in timings),
+            statistics.median(t["seconds"] - t["sample_seconds"] for t in timings))
+
+
+def lora_over_fullft(benchmark, key: str, method: str, step: float, update: float) -> None:
+    MEDIANS[key, method], MEDIANS[key, method, "update"] = step, update
+    if method != "fullft" and (key, "fullft") in MEDIANS:
+        benchmark.extra_info["lora_over_fullft_step"] = step / MEDIANS[key, "fullft"]
+        benchmark.extra_info["lora_over_fullft_update"] = update / MEDIANS[key, "fullft", "update"]
+
+
+@pytest.mark.parametrize("model", ["qwen3-tiny", "llama-tiny"])
 @pytest.mark.parametrize("method", ["fullft", "lora-r1"])
-def test_rankone_rl_step(benchmark, study, tmp_path, method):
+def test_rankone_rl_step(benchmark, study, tmp_path, model, method):
     cfg, at = study
     cfg = bench_config(cfg)
-    run = RunId("rl", "qwen3-tiny", method, LR[method], 0)
+    run = RunId("rl", model, method, BEST[model, method], 0)
     out = tmp_path / "run"
 
     def train():
         TRAINERS["rl"](cfg, run, at.model(run.model), at.data("rl"), out)
 
     benchmark.pedantic(train, rounds=1, iterations=1)
-    seconds = [json.loads(line)["seconds"] for line in (out / "timings.jsonl").read_text().splitlines()]
     rewards = [json.loads(line)["reward"] for line in (out / "metrics.jsonl").read_text().splitlines()]
-    MEDIANS["rankone", method] = median = statistics.median(seconds[WARMUP:])
-    benchmark.extra_info.update(median_step_seconds=median, **learned(rewards))
-    if method != "fullft" and ("rankone", "fullft") in MEDIANS:
-        benchmark.extra_info["lora_over_fullft_step"] = median / MEDIANS["rankone", "fullft"]
+    step, update = step_medians(out, WARMUP)
+    benchmark.extra_info.update(median_step_seconds=step, median_update_seconds=update, **learned(rewards))
+    lora_over_fullft(benchmark, "rankone" if model == "qwen3-tiny" else model, method, step, update)
     assert learned(rewards)["learned"], rewards
+
+
+@pytest.mark.parametrize("method", ["fullft", "lora-r1"])
+def test_real_checkpoint_rl_step(benchmark, smollm2, tmp_path, method):
+    """SmolLM2-135M-Instruct at half the real-cpu study's batch (2 prompts x 4 samples, up to 16
+    new tokens), one thread, 5 steps (the first skipped): LoRA r1's step against FullFT's.
+    Timing only; 5 steps are too few to ask for learning."""
+    cfg, at, _ = smollm2
+    cfg = cfg.model_copy(update={
+        "threads": 1,
+        "rl": cfg.rl.model_copy(update={"steps": 5, "prompts_per_step": 2, "group_size": 4, "log_every": 5,
+                                        "checkpoint_every": 50}),
+        "rollout": cfg.rollout.model_copy(update={"max_new_tokens": 16, "temperature": 1.0}),
+    })
+    run = RunId("rl", "smollm2-135m", method, {"fullft": 3e-5, "lora-r1": 3e-4}[method], 0)  # real-cpu's lowest
+    out = tmp_path / "run"
+    benchmark.pedantic(lambda: TRAINERS["rl"](cfg, run, at.model(run.model), at.data("rl"), out), rounds=1,
+                       iterations=1)
+    step, update = step_medians(out, 1)
+    benchmark.extra_info.update(median_step_seconds=step, median_update_seconds=update)
+    lora_over_fullft(benchmark, "smollm2-135m", method, step, update)
 
 
 @pytest.mark.parametrize("method", ["fullft", "lora-r1"])

@@ -82,4 +82,4 @@ def test_lean_sampler_on_the_real_checkpoint(smollm2):
     model, tokenizer = load_base(at.model("smollm2-135m"))
     assert tokenizer.chat_template and tokenizer.pad_token_id == tokenizer.eos_token_id
     prompts = ["What is 3 + 4?", "Compute 12 * 30 and give only the number."]
-    assert_same_draws(model, tokenizer, prompts, 4, 1.0, 8, seeds=range(2))
+    assert_same_draws(model, tokenizer, prompts, 4, 1.0, 8, seeds=[0])
