@@ -1,4 +1,5 @@
-"""The transformers engine: samples with `generate` from the very module being trained."""
+"""The transformers engine: samples (generate's token loop, `rankone.models.sequences.sample`) from the very
+module being trained."""
 
 from __future__ import annotations
 
