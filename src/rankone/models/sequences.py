@@ -92,9 +92,9 @@ def sample(
     A lean version of transformers' `generate` (multinomial sampling, or argmax when `greedy`):
     it draws the same tokens from the same logits, bit for bit (tests/test_sequences.py checks it
     against `generate`), without `generate`'s per-call set-up. Tokens are drawn from
-    softmax(logits / temperature) and nothing else; the
-    model's own generation config (repetition penalty and the like) is never applied, so the
-    log-probs returned are those of the distribution sampled.
+    softmax(logits / temperature) and nothing else: the model's own generation config
+    (repetition penalty and the like) is never applied, so the log-probs returned are those of
+    the distribution sampled.
 
     Sampling uses torch's global RNG: seed it before calling for reproducible draws.
     """
