@@ -64,15 +64,19 @@ def study(tmp_path_factory):
     for model in cfg.models:
         build(cfg, model, at.data_root, at.model(model))
     return cfg, at
+
+
 MEDIANS: dict[tuple, float] = {}  # median step seconds by (trainer or model, method[, part])
 
 
-def bench_config(cfg):
+def bench_config(cfg, steps: int = STEPS, prompts: int = PROMPTS, group: int = GROUP, tokens: int = TOKENS):
+    """`cfg` at one thread, `steps` RL steps of `prompts` x `group` samples of up to `tokens` new
+    tokens at temperature 1, logged once, never checkpointed."""
     return cfg.model_copy(update={
         "threads": 1,
-        "rl": cfg.rl.model_copy(update={"steps": STEPS, "prompts_per_step": PROMPTS, "group_size": GROUP,
-                                        "log_every": STEPS, "checkpoint_every": 10 * STEPS}),
-        "rollout": cfg.rollout.model_copy(update={"max_new_tokens": TOKENS, "temperature": 1.0}),
+        "rl": cfg.rl.model_copy(update={"steps": steps, "prompts_per_step": prompts, "group_size": group,
+                                        "log_every": steps, "checkpoint_every": 10 * steps}),
+        "rollout": cfg.rollout.model_copy(update={"max_new_tokens": tokens, "temperature": 1.0}),
     })
 
 
@@ -121,12 +125,7 @@ def test_real_checkpoint_rl_step(benchmark, smollm2, tmp_path, method):
     new tokens), one thread, 5 steps (the first skipped): LoRA r1's step against FullFT's.
     Timing only; 5 steps are too few to ask for learning."""
     cfg, at, _ = smollm2
-    cfg = cfg.model_copy(update={
-        "threads": 1,
-        "rl": cfg.rl.model_copy(update={"steps": 5, "prompts_per_step": 2, "group_size": 4, "log_every": 5,
-                                        "checkpoint_every": 50}),
-        "rollout": cfg.rollout.model_copy(update={"max_new_tokens": 16, "temperature": 1.0}),
-    })
+    cfg = bench_config(cfg, steps=5, prompts=2, group=4, tokens=16)
     run = RunId("rl", "smollm2-135m", method, {"fullft": 3e-5, "lora-r1": 3e-4}[method], 0)  # real-cpu's lowest
     out = tmp_path / "run"
     benchmark.pedantic(lambda: TRAINERS["rl"](cfg, run, at.model(run.model), at.data("rl"), out), rounds=1,

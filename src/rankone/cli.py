@@ -128,10 +128,9 @@ def cmd_report(cfg: StudyConfig, args) -> None:
 
 def sub_study_runs(cfg: StudyConfig) -> list[tuple[str, RunId]]:
     """(CLI flag, run) of every capacity and lever run, in a stable order."""
-    sizes = cfg.capacity.n_facts if cfg.capacity else []
-    names = cfg.levers.variants if cfg.levers else {}
-    return [(f"--capacity {n}", run) for n in sizes for run in cfg.capacity_study(n).runs()] + [
-        (f"--lever {name}", run) for name in names for run in cfg.lever_study(name).runs()]
+    from rankone.status import sub_studies
+
+    return [(flag, run) for _, flag, study, _ in sub_studies(cfg) for run in study.runs()]
 
 
 def cmd_runs(cfg: StudyConfig, args) -> None:
@@ -149,8 +148,7 @@ def cmd_status(cfg: StudyConfig, args) -> None:
     runs = status.grid(cfg)
     print(tabulate(status.table(runs), headers="keys", tablefmt="simple"))
     counts = status.summary(runs)
-    print(f"\n{cfg.experiment}: {len(runs)} training runs: "
-          + ", ".join(f"{n} {state}" for state, n in counts.items() if n or state == "completed"))
+    print(f"\n{cfg.experiment}: {len(runs)} training runs: {status.describe(counts, always=('completed',))}")
     for s in runs:
         if s.state == "failed":
             print(f"failed: {s.run.path}{' (' + s.sub_study + ')' if s.sub_study else ''}: see {s.log}")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rankone import status
+from rankone import report, status
 from rankone.config import StudyConfig, load
 from rankone.figures import FIGURES
 from rankone.io import atomic_path, log
@@ -94,14 +94,13 @@ def publish_study(cfg: StudyConfig, study_yaml: Path, snakemake_report: bool = T
     zip_note = ""
     if complete and snakemake_report:
         zip_note = write_snakemake_report(study_yaml, out / ZIP)
-    prov = provenance(at)
+    analysis = report.tables(at) if complete else None
     entry = {
         "experiment": cfg.experiment, "complete": complete, "counts": counts, "runs": len(grid),
-        "headline": one_line(at) if complete else "not finished: " + ", ".join(
-            f"{n} {state}" for state, n in counts.items() if n),
-        **prov,
+        "headline": one_line(analysis["verdicts"]) if complete else f"not finished: {status.describe(counts)}",
+        **provenance(at),
     }
-    page = experiment_page(cfg, at, entry, grid, (csvs, too_big), (out / ZIP).is_file(), zip_note)
+    page = experiment_page(cfg, at, entry, grid, analysis, (csvs, too_big), (out / ZIP).is_file(), zip_note)
     with atomic_path(out / "index.html") as tmp:
         tmp.write_text(page)
     return entry
@@ -164,11 +163,8 @@ def _duration(seconds: float | None) -> str:
     return f"{h}:{rest // 60:02d}:{rest % 60:02d}"
 
 
-def one_line(at: Layout) -> str:
+def one_line(verdicts: pd.DataFrame) -> str:
     """Rank 1 (the lowest LoRA rank) against FullFT on each regime's score, per model."""
-    from rankone.report import verdict_table
-
-    verdicts = verdict_table(at)
     if not len(verdicts):
         return "no LoRA-vs-FullFT pairs"
     score = verdicts[(verdicts.metric == "score") & verdicts["rank"].notna()]
@@ -212,19 +208,16 @@ def _page(title: str, body: str, home: str) -> str:
             f"<main>{body}</main></body></html>\n")
 
 
-def experiment_page(cfg: StudyConfig, at: Layout, entry: dict, grid: list, tables: tuple[list[str], list[str]],
-                    has_zip: bool, zip_note: str) -> str:
-    from rankone import report
-
+def experiment_page(cfg: StudyConfig, at: Layout, entry: dict, grid: list, analysis: dict | None,
+                    tables: tuple[list[str], list[str]], has_zip: bool, zip_note: str) -> str:
+    """One study's page; `analysis`: the report's tables (rankone.report.tables), None when unfinished."""
     body = [f"<h1>{html.escape(cfg.experiment)}</h1>",
-            f"<p>{entry['runs']} training runs: " + ", ".join(
-                f"{n} {state}" for state, n in entry["counts"].items() if n) + "</p>"]
+            f"<p>{entry['runs']} training runs: {status.describe(entry['counts'])}</p>"]
     incomplete = [s for s in grid if s.state != "completed"]
     sections = []
-    if entry["complete"]:
-        t = report.tables(at)
-        sections = report.build_sections(cfg, at, **t)
-        answer = report.findings(t["verdicts"], t["plateau"])
+    if analysis is not None:
+        sections = report.build_sections(cfg, at, **analysis)
+        answer = report.findings(analysis["verdicts"], analysis["plateau"])
         method = [b for b in sections[0][1] if isinstance(b, str) and b not in answer]
         body.append('<section class="answer" id="the-answer"><img src="forest.png" alt="'
                     + html.escape(FIGURES["forest.png"]) + '"><div><h2 style="margin-top:0">The answer</h2><ul>'

@@ -50,14 +50,18 @@ def run_state(at: Layout, run: RunId) -> str:
     return "started" if folder.is_dir() else "missing"
 
 
+def sub_studies(cfg: StudyConfig) -> list[tuple[str, str, StudyConfig, Layout]]:
+    """(label, CLI flag, config, layout) of every capacity and lever sub-study, in a stable order."""
+    at = Layout(cfg)
+    return [(f"capacity n{n}", f"--capacity {n}", cfg.capacity_study(n), at.capacity(n))
+            for n in (cfg.capacity.n_facts if cfg.capacity else [])] + [
+        (f"lever {name}", f"--lever {name}", cfg.lever_study(name), at.lever(name))
+        for name in (cfg.levers.variants if cfg.levers else {})]
+
+
 def grid(cfg: StudyConfig) -> list[RunStatus]:
     """Every training run of the study and its sub-studies, with its state."""
-    at = Layout(cfg)
-    scopes: list[tuple[str, StudyConfig, Layout]] = [("", cfg, at)]
-    for n in cfg.capacity.n_facts if cfg.capacity else []:
-        scopes.append((f"capacity n{n}", cfg.capacity_study(n), at.capacity(n)))
-    for name in cfg.levers.variants if cfg.levers else {}:
-        scopes.append((f"lever {name}", cfg.lever_study(name), at.lever(name)))
+    scopes = [("", cfg, Layout(cfg))] + [(label, study, where) for label, _, study, where in sub_studies(cfg)]
     out = []
     for label, study, where in scopes:
         for run in study.runs():
@@ -70,6 +74,11 @@ def grid(cfg: StudyConfig) -> list[RunStatus]:
 def summary(statuses: list[RunStatus]) -> dict[str, int]:
     counts = Counter(s.state for s in statuses)
     return {state: counts.get(state, 0) for state in STATES}
+
+
+def describe(counts: dict[str, int], always: tuple[str, ...] = ()) -> str:
+    """'3 completed, 1 failed, ...': the states with runs (and those in `always`, even at 0)."""
+    return ", ".join(f"{n} {state}" for state, n in counts.items() if n or state in always)
 
 
 def table(statuses: list[RunStatus]) -> list[dict]:
