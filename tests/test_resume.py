@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rankone.config import RunId, load
+from rankone.config import RunId, load, validate
 from rankone.paths import Layout
 from rankone.train import TRAINERS
 from tests.conftest import smoke_dict
@@ -26,8 +26,8 @@ SFT_RUN = ("sft/qwen3-tiny/lora-r1/lr0.01/seed0", {"sft": {"steps": 300, "batch_
 
 
 def killed_run(study, tmp_path: Path, path: str, section: dict, wait_for: str):
-    """Train `path` uninterrupted (the reference), then start it as a job and SIGKILL it once
-    `wait_for` exists in its run folder. Returns (command, run folder, reference folder)."""
+    """Train `path` uninterrupted (the reference), then start it as a job and SIGKILL it at a
+    moment when `wait_for` is in its run folder. Returns (command, run folder, reference folder)."""
     base, at = study
     config = tmp_path / "resume.yaml"
     config.write_text(yaml.safe_dump(smoke_dict(results_dir=base.results_dir, experiment=base.experiment, **section)))
@@ -39,16 +39,30 @@ def killed_run(study, tmp_path: Path, path: str, section: dict, wait_for: str):
 
     cmd = [sys.executable, "-m", "rankone", "train", "--config", str(config), "--run", path]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while not (out / wait_for).exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.02)
-    assert proc.poll() is None, f"the job ended before {wait_for} was written; make it longer"
-    time.sleep(0.2)
+    freeze_when(proc, lambda: (out / wait_for).is_dir())
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (out / "run.json").exists(), "a killed run must not look complete"
     assert (out / "checkpoint" / "state.json").is_file()
     return cmd, out, reference
+
+
+def freeze_when(proc: subprocess.Popen, ready, timeout: float = 120) -> None:
+    """SIGSTOP the job at a moment when `ready()` holds. The job writes its next checkpoint
+    a few steps later, so `ready()` is checked again while it is stopped: a kill after a
+    fixed delay could land between two renames of that checkpoint."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, "the job ended before the checkpoint was written; make it longer"
+        if ready():
+            os.kill(proc.pid, signal.SIGSTOP)
+            while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+                time.sleep(0.001)
+            if ready():
+                return
+            os.kill(proc.pid, signal.SIGCONT)
+        time.sleep(0.01)
+    raise AssertionError(f"no checkpoint within {timeout} s")
 
 
 def assert_same_as_reference(out: Path, reference: Path) -> None:
@@ -103,3 +117,50 @@ def test_a_checkpoint_of_another_config_is_ignored(study, tmp_path):
     rerun = subprocess.run(cmd, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "written for another config" in rerun.stderr and "resumed from step" not in rerun.stderr
+
+
+class Crash(BaseException):
+    """Stands for a kill: nothing after it runs."""
+
+
+def test_a_crash_at_any_point_of_a_checkpoint_write_leaves_only_whole_checkpoints(study, tmp_path, monkeypatch):
+    """Crash at the n-th rename or delete of a checkpoint folder, for every n over three
+    checkpoints and the clean-up at the end (a delete crashes after its first file):
+    `checkpoint/` and `checkpoint.prev/`, where present, are whole, and the rerun ends as the
+    uninterrupted run did."""
+    from safetensors.torch import load_file
+
+    (base, at), run = study, RunId.parse(RL_RUN[0])
+    cfg = validate(smoke_dict(results_dir=base.results_dir, experiment=base.experiment,
+                              rl={"steps": 16, "prompts_per_step": 4, "group_size": 4, "checkpoint_every": 5}))
+    train = lambda out: TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), out)  # noqa: E731
+    train(reference := tmp_path / "reference")
+    replace, rmtree = os.replace, shutil.rmtree
+    for n in range(1, 12):  # checkpoints 1, 2, 3: 1 + 2 + 4 operations; clean-up: 2 + 2
+        out, calls = tmp_path / f"crash{n}", []
+
+        def counted(real, first_file_only=False):
+            def op(src, *args, **kwargs):
+                if "checkpoint" in Path(src).name and Path(src).exists() and out in Path(src).parents:
+                    calls.append(src)
+                    if len(calls) == n:
+                        if first_file_only:
+                            next(p for p in sorted(Path(src).rglob("*")) if p.is_file()).unlink()
+                        raise Crash(f"operation {n}")
+                return real(src, *args, **kwargs)
+            return op
+
+        monkeypatch.setattr(os, "replace", counted(replace))
+        monkeypatch.setattr(shutil, "rmtree", counted(rmtree, first_file_only=True))
+        with pytest.raises(Crash):
+            train(out)
+        monkeypatch.undo()
+        for name in ("checkpoint", "checkpoint.prev"):
+            if (out / name).exists():
+                assert sorted(f.name for f in (out / name).iterdir()) == [
+                    "optimizer.safetensors", "state.json", "weights.safetensors"], f"crash {n}: {name}/"
+                load_file(out / name / "weights.safetensors"), load_file(out / name / "optimizer.safetensors")
+        assert n == 1 or any(out.glob("checkpoint*")) or (out / "run.json").exists(), f"crash {n} lost all"
+        train(out)
+        assert_same_as_reference(out, reference)
+        assert not list(out.glob("checkpoint.unreadable-*")), f"crash {n}: a whole checkpoint was set aside"

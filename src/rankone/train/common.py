@@ -154,8 +154,8 @@ class Run:
         save_file(params, tmp / "weights.safetensors")
         save_file(tensors, tmp / "optimizer.safetensors")
         (tmp / "state.json").write_text(json.dumps(saved))
-        if current.is_dir():  # killed between these two renames, checkpoint.prev/ is still whole
-            _remove_tree(self.out_dir / PREVIOUS)
+        if current.is_dir():  # killed anywhere here, checkpoint/ or checkpoint.prev/ is still whole
+            _discard(self.out_dir / PREVIOUS)
             os.replace(current, self.out_dir / PREVIOUS)
         os.replace(tmp, current)
 
@@ -191,8 +191,9 @@ class Run:
             "resolved_config": self.cfg.model_dump(mode="json"),
         }
         write_json(self.out_dir / "run.json", info)
-        for name in (CHECKPOINT, PREVIOUS, f".{CHECKPOINT}.new"):  # set-aside unreadable ones stay
-            _remove_tree(self.out_dir / name)
+        _remove_tree(self.out_dir / f".{CHECKPOINT}.new")
+        for name in (CHECKPOINT, PREVIOUS):  # set-aside unreadable ones stay
+            _discard(self.out_dir / name)
         return info
 
 
@@ -206,6 +207,16 @@ def _set_aside(folder: Path) -> Path:
         n += 1
     os.replace(folder, aside)
     return aside
+
+
+def _discard(folder: Path) -> None:
+    """Delete a checkpoint folder by renaming it away first: a kill midway never leaves a
+    half-deleted one under its own name, to be mistaken for a checkpoint."""
+    retired = folder.with_name(f".{folder.name}.old")
+    _remove_tree(retired)  # left by an earlier kill
+    if folder.is_dir():
+        os.replace(folder, retired)
+        _remove_tree(retired)
 
 
 def _remove_tree(folder: Path) -> None:
