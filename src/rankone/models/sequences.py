@@ -101,11 +101,10 @@ def sample(
     prompt_ids_B_L, prompt_mask_B_L = encode_prompts(tokenizer, prompts)
     prompt_ids_B_L = prompt_ids_B_L.repeat_interleave(n, 0)
     prompt_mask_B_L = prompt_mask_B_L.repeat_interleave(n, 0)
-    completion_B_C, logits_B_C_V = draw(model, prompt_ids_B_L, prompt_mask_B_L, temperature, max_new_tokens,
+    completion_B_C, scores_B_C_V = draw(model, prompt_ids_B_L, prompt_mask_B_L, temperature, max_new_tokens,
                                         tokenizer.eos_token_id, tokenizer.pad_token_id, greedy)
     mask_B_C = completion_mask(completion_B_C, tokenizer.eos_token_id)
-    logits_B_C_V = logits_B_C_V / (1.0 if greedy else temperature)
-    logprobs_B_C = torch.gather(F.log_softmax(logits_B_C_V, -1), 2, completion_B_C.unsqueeze(-1)).squeeze(-1)
+    logprobs_B_C = torch.gather(F.log_softmax(scores_B_C_V, -1), 2, completion_B_C.unsqueeze(-1)).squeeze(-1)
     rows = completion_B_C.tolist()
     texts = decode_completions(tokenizer, rows)
     reasons = ["stop" if tokenizer.eos_token_id in row else "length" for row in rows]
@@ -114,35 +113,37 @@ def sample(
 
 def draw(model, prompt_ids_B_L, prompt_mask_B_L, temperature: float, max_new_tokens: int, eos_id: int, pad_id: int,
          greedy: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """The token loop of `sample`: one completion per row and the raw float32 logits each token
-    was drawn from. Every input the model sees is what `generate` (transformers 5.19, `_sample`
-    with a DynamicCache) would pass it: position ids from the attention mask, no mask when
-    nothing is padded, logits for the last position only, and the same batch shapes (even one
-    prompt's repeated rows go through the model together: a matmul's last bits can depend on
-    how many rows it multiplies). A row that has emitted <eos> gets the pad token after it; the
-    loop stops when every row has, or at `max_new_tokens`."""
+    """The token loop of `sample`: one completion per row and the float32 scores each token was
+    drawn from (logits / temperature; the raw logits when `greedy`). Every input the model sees
+    is what `generate` (transformers 5.19, `_sample` with a DynamicCache) would pass it:
+    position ids from the attention mask, no mask when nothing is padded, logits for the last
+    position only, and the same batch shapes (even one prompt's repeated rows go through the
+    model together: a matmul's last bits can depend on how many rows it multiplies). A row that
+    has emitted <eos> gets the pad token after it; the loop stops when every row has, or at
+    `max_new_tokens`."""
     from transformers import DynamicCache
 
     positions_B_T = (prompt_mask_B_L.cumsum(-1) - 1).masked_fill(prompt_mask_B_L == 0, 0)
-    mask_B_T = prompt_mask_B_L if not bool((prompt_mask_B_L == 1).all()) else None
+    mask_B_T = None if bool(prompt_mask_B_L.all()) else prompt_mask_B_L
     cache = DynamicCache(config=model.config.get_text_config(decoder=True))
     ids_B_T, unfinished_B = prompt_ids_B_L, torch.ones(len(prompt_ids_B_L), dtype=torch.long)
-    tokens, logits = [], []
+    tokens, scores = [], []
     while True:
         out = model(input_ids=ids_B_T, attention_mask=mask_B_T, position_ids=positions_B_T, past_key_values=cache,
                     use_cache=True, logits_to_keep=1, return_dict=True)
         logits_B_V = out.logits[:, -1].to(dtype=torch.float32)
         if greedy:
-            token_B = logits_B_V.argmax(-1)
+            scores_B_V = logits_B_V
+            token_B = scores_B_V.argmax(-1)
         else:
             scores_B_V = logits_B_V / temperature if temperature != 1.0 else logits_B_V
             token_B = torch.multinomial(F.softmax(scores_B_V, dim=-1), num_samples=1).squeeze(1)
         token_B = token_B * unfinished_B + pad_id * (1 - unfinished_B)
         tokens.append(token_B)
-        logits.append(logits_B_V)
+        scores.append(scores_B_V)
         unfinished_B = unfinished_B & (token_B != eos_id).long()
         if len(tokens) == max_new_tokens or not unfinished_B.any():
-            return torch.stack(tokens, dim=1), torch.stack(logits, dim=1)
+            return torch.stack(tokens, dim=1), torch.stack(scores, dim=1)
         ids_B_T, positions_B_T = token_B[:, None], positions_B_T[:, -1:] + 1
         if mask_B_T is not None:
             mask_B_T = torch.cat([mask_B_T, mask_B_T.new_ones((len(mask_B_T), 1))], dim=-1)
