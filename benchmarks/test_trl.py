@@ -122,11 +122,16 @@ def test_rankone_rl_step(benchmark, study, tmp_path, model, method):
 @pytest.mark.parametrize("method", ["fullft", "lora-r1"])
 def test_real_checkpoint_rl_step(benchmark, smollm2, tmp_path, method):
     """SmolLM2-135M-Instruct at half the real-cpu study's batch (2 prompts x 4 samples, up to 16
-    new tokens), one thread, 5 steps (the first skipped): LoRA r1's step against FullFT's.
+    new tokens) and its lowest lr, one thread, 5 steps (the first skipped): LoRA r1's step
+    against FullFT's.
     Timing only; 5 steps are too few to ask for learning."""
+    from rankone.config import layered_files, validate
+
     cfg, at, _ = smollm2
     cfg = bench_config(cfg, steps=5, prompts=2, group=4, tokens=16)
-    run = RunId("rl", "smollm2-135m", method, {"fullft": 3e-5, "lora-r1": 3e-4}[method], 0)  # real-cpu's lowest
+    real_cpu = validate(layered_files([ROOT / "config" / "default.yaml",
+                                       ROOT / "config" / "experiments" / "real-cpu.yaml"]))
+    run = RunId("rl", "smollm2-135m", method, min(real_cpu.lr_grid("rl", method)), 0)
     out = tmp_path / "run"
     benchmark.pedantic(lambda: TRAINERS["rl"](cfg, run, at.model(run.model), at.data("rl"), out), rounds=1,
                        iterations=1)
