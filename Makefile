@@ -8,7 +8,7 @@ PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity real test benchmark lint env
+.PHONY: gpu-vendor slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -71,3 +71,11 @@ benchmark: env
 lint: env
 	snakemake --lint
 	snakefmt --check .
+
+# For scripts/gpu-check on a bare CUDA machine (Python 3.12, no pydantic): the locked pydantic
+# and what it needs, unpacked for CPython 3.12 on x86_64 into .gpu-vendor/ (about 7 MB), which
+# gpu-check puts on its path. Carry that folder with the repository.
+gpu-vendor: env
+	$(VENV)/bin/pip install --quiet --no-deps --target .gpu-vendor --python-version 3.12 --only-binary=:all: \
+		--platform manylinux_2_17_x86_64 $(PIP_ARGS) \
+		$$(grep -iE '^(pydantic|pydantic_core|annotated-types|typing-inspection|typing_extensions)==' envs/cpu.lock.txt)

@@ -100,6 +100,13 @@ BAD = [
      "task 'facts': confidence is not supported on a table task"),
     ({"levers": {"variants": {"nsr": {"advantage_sign": "negative"}}, "seeds": [7]}},
      r"levers.seeds: \[7\] are not among the study's seeds"),
+    ({"device": "cuda"}, "device: device 'cuda', but torch sees no CUDA device"),  # CI has no GPU
+    ({"device": "tpu"}, "device"),
+    ({"rl": {"micro_batch": 3}}, "rl: micro_batch 3 must divide the step's 64 sequences"),  # 8 prompts x 8
+    ({"rl": {"micro_batch": 128}}, "rl: micro_batch 128 must divide the step's 64 sequences"),
+    ({"sft": {"micro_batch": 5}}, "sft: micro_batch 5 must divide the step's 64 sequences .batch_size"),
+    ({"rl": {"truncated_is": 0}}, "rl.truncated_is"),
+    ({"rollout": {"gpu_memory_utilization": 1.5}}, "rollout.gpu_memory_utilization"),
     ({"rollout": {"engine": "vllm"}, "methods": ["fullft", "lora-r1"],
       "architecture": {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 1, "intermediate_size": 64}},
      "needs a head size"),

@@ -56,8 +56,10 @@ def test_different_seeds_differ(study, tmp_path):
 
 def test_gap_threshold_stops_the_run(study, tmp_path):
     cfg, _ = study
-    strict = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"max_logprob_gap": 1e-12})})
-    with pytest.raises(StaleSamplerError, match="max_logprob_gap"):
+    # Below fp32's own noise: the step-0 gap (the noise floor, same weights both sides) already passes it.
+    strict = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"max_logprob_gap": 1e-12,
+                                                                     "max_noise_floor": 1e-12})})
+    with pytest.raises(StaleSamplerError, match="step 0.*max_noise_floor"):
         train_once(study, RunId.parse("rl/qwen3-tiny/lora-r1/lr0.01/seed0"), tmp_path / "a", strict)
     assert read_json(tmp_path / "a/run.json")["status"] == "stale-sampler"
 

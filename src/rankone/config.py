@@ -131,6 +131,13 @@ class RolloutConfig(Strict):
     samples_per_prompt: int = Field(8, ge=2, description="Samples per prompt for pass@k and zero-variance share.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
     max_new_tokens: int = Field(6, gt=0, description="Completion length cap.")
+    gpu_memory_utilization: float = Field(
+        0.3, gt=0, lt=1, description="vLLM on CUDA: share of the GPU's memory vLLM may take (weights and KV cache); "
+        "the rest is the learner's (vLLM's own default, 0.9, leaves it none). Ignored on the CPU."
+    )
+    enforce_eager: bool = Field(
+        True, description="vLLM: run eagerly (no CUDA graphs, no compilation); false trades start-up time for speed."
+    )
 
 
 class RLConfig(Strict):
@@ -166,11 +173,37 @@ class RLConfig(Strict):
         "episodes plain RL samples in `steps` steps (steps x prompts_per_step x group_size), so both are compared "
         "at equal episodes.",
     )
+    gap_noise_factor: float = Field(
+        2.0, ge=1,
+        description="Freshness check: a run stops when the mean sampler/learner log-prob gap exceeds max_logprob_gap "
+        "or this many times the noise floor, the gap measured at step 0 (sampler and learner then hold the same "
+        "weights, so it is the rounding noise of the dtype and engine alone: ~1e-6 in fp32, ~4e-2 in bf16).",
+    )
+    max_noise_floor: float = Field(
+        0.1, gt=0,
+        description="Freshness check: the step-0 gap (same weights on both sides) may be at most this; above it "
+        "the engine is not serving the learner's weights and the run stops at step 0.",
+    )
+    truncated_is: float | None = Field(
+        None, gt=0,
+        description="Truncated importance sampling (Yao et al. 2025): cap the sampler/learner ratio that weights each "
+        "token's gradient at this value; unset (default) leaves it uncapped.",
+    )
+    micro_batch: int | None = Field(
+        None, gt=0,
+        description="Sequences per forward/backward pass; gradients accumulate over the step with one normaliser "
+        "for the whole step. Must divide prompts_per_step x group_size; unset: the whole step at once.",
+    )
     calibration_alpha: float = Field(
         0.0, ge=0,
         description="Calibration lever: add -calibration_alpha * (p - y)^2 (a Brier term; p the stated confidence, y "
         "whether the answer is right) to the training reward. Needs tasks.rl.confidence; 0 turns it off.",
     )
+
+    @model_validator(mode="after")
+    def _micro_batch_divides(self) -> RLConfig:
+        check_micro_batch(self.micro_batch, self.prompts_per_step * self.group_size, "prompts_per_step x group_size")
+        return self
 
     @property
     def episode_budget(self) -> int:
@@ -182,6 +215,21 @@ class SFTConfig(Strict):
     batch_size: int = Field(64, gt=0, description="Examples per step.")
     log_every: int = Field(25, gt=0, description="Log a progress line every this many steps.")
     checkpoint_every: int = Field(100, gt=0, description="Save a resumable checkpoint every this many steps.")
+    micro_batch: int | None = Field(
+        None, gt=0,
+        description="Examples per forward/backward pass; gradients accumulate over the step with one normaliser "
+        "(the step's answer tokens). Must divide batch_size; unset: the whole batch at once.",
+    )
+
+    @model_validator(mode="after")
+    def _micro_batch_divides(self) -> SFTConfig:
+        check_micro_batch(self.micro_batch, self.batch_size, "batch_size")
+        return self
+
+
+def check_micro_batch(micro_batch: int | None, batch: int, what: str) -> None:
+    if micro_batch is not None and (micro_batch > batch or batch % micro_batch):
+        raise ValueError(f"micro_batch {micro_batch} must divide the step's {batch} sequences ({what})")
 
 
 class LoraConfig(Strict):
@@ -224,6 +272,10 @@ class EvaluateConfig(Strict):
     n_prompts: int = Field(128, gt=0, description="Prompts per split (val, test) at most.")
     samples_per_prompt: int = Field(4, gt=0, description="Samples per prompt for sampled pass@1.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature for pass@1 and mean reward.")
+    batch_prompts: int = Field(
+        256, gt=0, description="Prompts per call of the rollout engine (memory: each call samples "
+        "batch_prompts x samples_per_prompt sequences)."
+    )
 
 
 class AnalysisConfig(Strict):
@@ -357,8 +409,18 @@ class StudyConfig(Grid):
     reports_dir: str = Field("reports", description="Root folder of published reports.")
     seed: int = Field(0, ge=0, description="Seed of data generation and model initialisation.")
     threads: int = Field(1, gt=0, description="Torch threads per job (jobs run in parallel under Snakemake).")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="Where every model and tensor of a job lives: auto (CUDA when torch sees it, else the "
+        "CPU), cpu or cuda (an error where there is no CUDA). Each output's provenance records the device used."
+    )
     dtype: Literal["float32", "bfloat16"] = Field(
-        "float32", description="Weights' dtype for loading, training and sampling (bfloat16 for paper-scale models)."
+        "float32", description="Compute dtype (bfloat16 for paper-scale models): bfloat16 runs every forward under "
+        "autocast and loads weights that do not train in bf16, while FullFT keeps fp32 master weights and fp32 "
+        "optimizer state and LoRA adapters stay fp32 (rankone.models.device)."
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="Recompute activations in the backward pass (transformers' gradient checkpointing): "
+        "less memory per sequence, about a third more compute per update."
     )
     resources: dict[Literal[RESOURCE_STAGES], StageResources] = Field(  # type: ignore[valid-type]
         default_factory=dict,
@@ -399,6 +461,15 @@ class StudyConfig(Grid):
     @classmethod
     def _unique_models(cls, models: list[str]) -> list[str]:
         return check_unique(models, "models")
+
+    @field_validator("device")
+    @classmethod
+    def _device_present(cls, device: str) -> str:
+        if device == "cuda":
+            from rankone.models.device import resolve
+
+            resolve(device)
+        return device
 
     @field_validator("local_models")
     @classmethod

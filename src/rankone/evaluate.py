@@ -1,8 +1,9 @@
 """The evaluate stage: every trained run on val and test.
 
 One job per (regime, model, method) evaluates all its learning rates and seeds, so
-data, tokenizer and base model load once (a process per run cost more than the
-evaluation itself). Greedy accuracy, sampled pass@1 and mean reward for both regimes (and, on a
+data, tokenizer, base model and rollout engine load once (a process per run cost more
+than the evaluation itself). Sampling goes through the configured rollout engine
+(vLLM where `rollout.engine: vllm`), `evaluate.batch_prompts` prompts per call. Greedy accuracy, sampled pass@1 and mean reward for both regimes (and, on a
 task that states a confidence, the sampled completions' Brier score and calibration error); for SFT also the
 negative log-likelihood of the answers (test NLL); for SFT, and for RL on a table of
 known entropy (facts), the final total NLL of the training set and the bits absorbed:
@@ -16,45 +17,63 @@ from pathlib import Path
 
 import torch
 
-from rankone.config import RunId, StudyConfig
+from rankone.config import RunId, StudyConfig, lora_rank
 from rankone.info import NATS_TO_BITS
 from rankone.data import read_split
 from rankone.io import log, provenance, read_json, seed_everything, write_jsonl
+from rankone.models.device import autocast, resolve
 from rankone.models.load import load_base, load_policy
-from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts, sample
+from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
+from rankone.rollouts import make_engine
 from rankone.tasks.confidence import calibration
 
 
 @torch.no_grad()
-def answer_nll_nats(model, tokenizer, rows: list[dict], batch_size: int = 512) -> tuple[float, int]:
+def answer_nll_nats(model, tokenizer, rows: list[dict], batch_size: int = 512,
+                    dtype: str = "float32") -> tuple[float, int]:
     """Total NLL (nats) of the answers (+<eos>) given the prompts, and the token count."""
     total, tokens = 0.0, 0
     for i in range(0, len(rows), batch_size):
         chunk = rows[i : i + batch_size]
         prompt_ids_B_L, prompt_mask_B_L = encode_prompts(tokenizer, [r["prompt"] for r in chunk])
         completion_B_C, mask_B_C = encode_completions(tokenizer, [r["answer"] for r in chunk])
-        logprobs_B_C = completion_logprobs(model, prompt_ids_B_L, prompt_mask_B_L, completion_B_C, mask_B_C)
+        with autocast(model.device, dtype):
+            logprobs_B_C = completion_logprobs(model, prompt_ids_B_L, prompt_mask_B_L, completion_B_C, mask_B_C)
         total -= float(logprobs_B_C.sum())
         tokens += int(mask_B_C.sum())
     return total, tokens
 
 
-def score(cfg: StudyConfig, model, tokenizer, task, rows: list[dict], seed: int) -> dict:
+def scoring_engine(cfg: StudyConfig, model, tokenizer, engine: str = "hf", model_dir: Path | None = None,
+                   rank: int | None = None, seed: int = 0):
+    """A rollout engine sampling `model` at the evaluation temperature (rankone.rollouts)."""
+    return make_engine(engine, model, tokenizer, cfg.evaluate.temperature, cfg.rollout.max_new_tokens, model_dir,
+                       rank, seed, dtype=cfg.dtype, options=cfg.rollout)
+
+
+def sample_all(engine, prompts: list[str], n: int, batch_prompts: int, greedy: bool = False) -> list[str]:
+    """Completion texts of `n` samples per prompt, `batch_prompts` prompts per engine call."""
+    return [t for i in range(0, len(prompts), batch_prompts)
+            for t in engine.sample(prompts[i : i + batch_prompts], n, greedy).texts]
+
+
+def score(cfg: StudyConfig, engine, task, rows: list[dict], seed: int) -> dict:
+    """Greedy accuracy, sampled pass@1 and pass@k, mean reward of `engine`'s policy on `rows`."""
     e = cfg.evaluate
     prompts, answers = [r["prompt"] for r in rows], [r["answer"] for r in rows]
-    greedy = sample(model, tokenizer, prompts, 1, 1.0, cfg.rollout.max_new_tokens, greedy=True)
+    greedy = sample_all(engine, prompts, 1, e.batch_prompts, greedy=True)
     torch.manual_seed(seed)
     n = e.samples_per_prompt
-    sampled = sample(model, tokenizer, prompts, n, e.temperature, cfg.rollout.max_new_tokens)
-    rewards = [task.reward(t, answers[i // n]) for i, t in enumerate(sampled.texts)]
+    sampled = sample_all(engine, prompts, n, e.batch_prompts)
+    rewards = [task.reward(t, answers[i // n]) for i, t in enumerate(sampled)]
     correct = [sum(r > 0 for r in rewards[i * n : (i + 1) * n]) for i in range(len(rows))]
     return {
         "prompts": len(rows),
-        "greedy_accuracy": sum(task.reward(t, a) for t, a in zip(greedy.texts, answers)) / len(rows),
+        "greedy_accuracy": sum(task.reward(t, a) for t, a in zip(greedy, answers)) / len(rows),
         "pass_at_1": sum(r > 0 for r in rewards) / len(rewards),
         **{f"pass_at_{k}": sum(pass_at_k(n, c, k) for c in correct) / len(rows) for k in range(2, n + 1)},
         "mean_reward": sum(rewards) / len(rewards),
-        **(calibration(sampled.texts, rewards) if task.states_confidence else {}),
+        **(calibration(sampled, rewards) if task.states_confidence else {}),
     }
 
 
@@ -65,24 +84,44 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
+class Scorer:
+    """The rollout engine of one evaluate job, started for its first run and synced to each next
+    one (a vLLM start costs more than scoring a tiny model)."""
+
+    def __init__(self, cfg: StudyConfig, model_dir: Path, method: str):
+        self.cfg, self.model_dir, self.method, self.engine = cfg, model_dir, method, None
+
+    def __call__(self, model, tokenizer, seed: int):
+        if self.engine is None:
+            self.engine = scoring_engine(self.cfg, model, tokenizer, self.cfg.rollout.engine, self.model_dir,
+                                         lora_rank(self.method), seed)
+        else:
+            self.engine.sync(model)
+        return self.engine
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+
+
 def evaluate_run(cfg: StudyConfig, run: RunId, model_dir: Path, splits: dict, base_train_nats: float | None,
-                 train_dir: Path) -> dict:
+                 train_dir: Path, scorer: Scorer) -> dict:
     seed_everything(run.seed, cfg.threads)
     trained = read_json(train_dir / "run.json")
     result: dict = {"run": run.path, "status": trained["status"]}
     if trained["status"] != "completed":
         return result
-    model, tokenizer = load_policy(model_dir, train_dir / "weights", run.method, cfg.dtype)
-    task = cfg.tasks[run.regime].task()
+    model, tokenizer = load_policy(model_dir, train_dir / "weights", run.method, cfg.dtype, resolve(cfg.device))
+    task, engine = cfg.tasks[run.regime].task(), scorer(model, tokenizer, run.seed)
     for split in ("val", "test"):
         rows = splits[split]
-        result[split] = score(cfg, model, tokenizer, task, rows, run.seed)
+        result[split] = score(cfg, engine, task, rows, run.seed)
         if run.regime == "sft":
-            nats, tokens = answer_nll_nats(model, tokenizer, rows)
+            nats, tokens = answer_nll_nats(model, tokenizer, rows, dtype=cfg.dtype)
             result[split]["nll"] = nats / tokens
             result[split]["nll_bits_per_token"] = nats / tokens * NATS_TO_BITS
     if base_train_nats is not None:
-        final_nats, _ = answer_nll_nats(model, tokenizer, splits["train"])
+        final_nats, _ = answer_nll_nats(model, tokenizer, splits["train"], dtype=cfg.dtype)
         result["train_nll_bits_base"] = base_train_nats * NATS_TO_BITS
         result["train_nll_bits_final"] = final_nats * NATS_TO_BITS
         result["bits_absorbed"] = (base_train_nats - final_nats) * NATS_TO_BITS
@@ -101,9 +140,14 @@ def run(cfg: StudyConfig, regime: str, model: str, method: str, at) -> list[dict
     base_train_nats = None
     if cfg.measures_storage(regime):  # bits stored, the same estimator in both regimes
         splits["train"] = read_split(data_dir, "train")
-        base, tokenizer = load_base(model_dir, cfg.dtype)
-        base_train_nats, _ = answer_nll_nats(base, tokenizer, splits["train"])
-    results = [evaluate_run(cfg, r, model_dir, splits, base_train_nats, at.train(r)) for r in runs]
+        base, tokenizer = load_base(model_dir, cfg.dtype, resolve(cfg.device))
+        base_train_nats, _ = answer_nll_nats(base, tokenizer, splits["train"], dtype=cfg.dtype)
+        del base
+    scorer = Scorer(cfg, model_dir, method)
+    try:
+        results = [evaluate_run(cfg, r, model_dir, splits, base_train_nats, at.train(r), scorer) for r in runs]
+    finally:
+        scorer.close()
     prov = provenance(cfg, "evaluate", None, started, regime)
     write_jsonl(at.evaluation(regime, model, method), [{**r, "provenance": prov} for r in results])
     return results

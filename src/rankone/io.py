@@ -139,9 +139,11 @@ def provenance(cfg, stage: str, seed: int | None, started: float, regime: str | 
     library code the stage reads (rankone.stages), seed, software, git state, host, times, command."""
     from rankone.stages import config_digest, config_sections, source_digest
 
+    sections = config_sections(stage, regime)
     return {
         "stage": stage,
-        "config_sections": config_sections(stage, regime),
+        **({"device": device_name(cfg.device)} if "device" in sections else {}),
+        "config_sections": sections,
         "config_digest": config_digest(cfg, stage, regime),
         "code_digest": source_digest(stage),
         "seed": seed,
@@ -153,6 +155,16 @@ def provenance(cfg, stage: str, seed: int | None, started: float, regime: str | 
         "finished": _iso(time.time()),
         "command": " ".join(["rankone", *sys.argv[1:]]),
     }
+
+
+def device_name(device: str) -> str:
+    """The device config `device` resolves to here, with the GPU's name (cuda: NVIDIA H200)."""
+    import torch
+
+    from rankone.models.device import resolve
+
+    where = resolve(device)
+    return f"cuda: {torch.cuda.get_device_name(where)}" if where.type == "cuda" else where.type
 
 
 def _iso(t: float) -> str:

@@ -73,7 +73,8 @@ def efficiency(cfg: StudyConfig, study: StudyConfig, at: Layout, runs: pd.DataFr
 
 def pass_at_k(cfg: StudyConfig, at: Layout, where: Layout, runs: pd.DataFrame) -> pd.DataFrame:
     """Test pass@k, k = 1 .. group_size, of every run in `runs` (trained under `where`)."""
-    from rankone.evaluate import score
+    from rankone.evaluate import score, scoring_engine
+    from rankone.models.device import resolve
     from rankone.models.load import load_policy
 
     G = cfg.rl.group_size
@@ -83,8 +84,9 @@ def pass_at_k(cfg: StudyConfig, at: Layout, where: Layout, runs: pd.DataFrame) -
     for r in runs.itertuples():
         run = RunId("rl", r.model, r.method, r.lr, r.seed)
         seed_everything(run.seed, cfg.threads)
-        model, tokenizer = load_policy(at.model(run.model), where.train(run) / "weights", run.method, cfg.dtype)
-        result = score(scorer, model, tokenizer, task, test, run.seed)
+        model, tokenizer = load_policy(at.model(run.model), where.train(run) / "weights", run.method, cfg.dtype,
+                                       resolve(cfg.device))
+        result = score(scorer, scoring_engine(scorer, model, tokenizer), task, test, run.seed)
         rows += [{"model": r.model, "method": r.method, "lr": r.lr, "seed": r.seed, "k": k,
                   "pass_at_k": result[f"pass_at_{k}"]} for k in range(1, G + 1)]
     return pd.DataFrame(rows)

@@ -88,14 +88,16 @@ def fullft_rl_runs(cfg: StudyConfig) -> list[RunId]:
 
 def score_runs(cfg: StudyConfig, at: Layout, model_name: str, runs: list[RunId], ranks: list[int] | None) -> list[dict]:
     """Score the base and every truncation of each run's update on test."""
-    from rankone.evaluate import score
+    from rankone.evaluate import score, scoring_engine
+    from rankone.models.device import resolve
     from rankone.models.load import load_base
 
-    model, tokenizer = load_base(at.model(model_name), cfg.dtype)
+    model, tokenizer = load_base(at.model(model_name), cfg.dtype, resolve(cfg.device))
     model.eval()
+    engine = scoring_engine(cfg, model, tokenizer)  # samples the module whose weights are swapped below
     task = cfg.tasks["rl"].task()
     rows_test = read_split(at.data("rl"), "test")[: cfg.evaluate.n_prompts]
-    base = {k: v.clone() for k, v in model.state_dict().items()}
+    base = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}  # the SVDs run on the CPU
     ks = default_ranks([tuple(v.shape) for v in base.values()])
     full_rank = ks[-1]
     ks = [k for k in (ranks or ks) if k < full_rank]
@@ -104,7 +106,7 @@ def score_runs(cfg: StudyConfig, at: Layout, model_name: str, runs: list[RunId],
     def scored(weights: dict[str, torch.Tensor], seed: int) -> dict:
         model.load_state_dict(weights)
         seed_everything(seed, cfg.threads)
-        return score(cfg, model, tokenizer, task, rows_test, seed)
+        return score(cfg, engine, task, rows_test, seed)
 
     out = []
     for run in runs:

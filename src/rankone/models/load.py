@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 
 def load_tokenizer(model_dir: str | Path):
     """The tokenizer saved beside the base model, left-padding prompts for generation."""
@@ -17,12 +19,13 @@ def load_tokenizer(model_dir: str | Path):
     return tokenizer
 
 
-def load_base(model_dir: str | Path, dtype: str = "float32"):
-    """The base model and tokenizer saved by the models stage (or any HF checkpoint folder), in `dtype`."""
+def load_base(model_dir: str | Path, dtype: str = "float32", device: str | torch.device = "cpu"):
+    """The base model and tokenizer saved by the models stage (or any HF checkpoint folder), in `dtype`
+    on `device`."""
     from transformers import AutoModelForCausalLM
 
     tokenizer = load_tokenizer(model_dir)
-    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype), tokenizer
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device), tokenizer
 
 
 def target_modules(scope: str) -> list[str] | str:
@@ -58,18 +61,20 @@ def make_policy(model, method: str, lora, scope: str):
     return get_peft_model(model, config)
 
 
-def load_policy(model_dir: str | Path, weights_dir: str | Path | None, method: str, dtype: str = "float32"):
-    """A trained policy for evaluation: base + adapter (LoRA, TinyLoRA) or the full weights (FullFT)."""
+def load_policy(model_dir: str | Path, weights_dir: str | Path | None, method: str, dtype: str = "float32",
+                device: str | torch.device = "cpu"):
+    """A trained policy for evaluation, on `device`: base + adapter (LoRA, TinyLoRA) or the full weights (FullFT)."""
     from transformers import AutoModelForCausalLM
 
     if weights_dir is not None and method == "fullft":  # FullFT saved the whole model: no base needed
-        model, tokenizer = AutoModelForCausalLM.from_pretrained(weights_dir, dtype=dtype), load_tokenizer(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(weights_dir, dtype=dtype).to(device)
+        tokenizer = load_tokenizer(model_dir)
     else:
-        model, tokenizer = load_base(model_dir, dtype)
+        model, tokenizer = load_base(model_dir, dtype, device)
         if weights_dir is not None:
             from peft import PeftModel
 
-            model = PeftModel.from_pretrained(model, weights_dir)
+            model = PeftModel.from_pretrained(model, weights_dir).to(device)
     model.eval()
     return model, tokenizer
 

@@ -24,6 +24,12 @@ class Samples:
     texts: list[str]  # completion text before <eos>
     finish_reasons: list[str]  # "stop" (emitted <eos>) or "length"
 
+    def to(self, device) -> Samples:
+        """The same samples with every tensor on `device`."""
+        tensors = {k: getattr(self, k).to(device) for k in ("prompt_ids_B_L", "prompt_mask_B_L", "completion_B_C",
+                                                            "completion_mask_B_C", "sampler_logprobs_B_C")}
+        return Samples(**tensors, texts=self.texts, finish_reasons=self.finish_reasons)
+
 
 def encode_prompts(tokenizer, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """Left-padded prompt ids and mask. A tokenizer with a chat template (kept by the models stage
@@ -63,18 +69,37 @@ def decode_completions(tokenizer, rows: list[list[int]]) -> list[str]:
     return [tokenizer.decode(r[: r.index(eos)] if eos in r else r, skip_special_tokens=True) for r in rows]
 
 
+# Log-probs are taken over the vocabulary for at most this many (sequence, position) pairs at a time,
+# so the fp32 copy of the logits and its log-softmax are never vocabulary-sized for the whole batch.
+LOGPROB_CHUNK_TOKENS = 8192
+
+
 def completion_logprobs(
     model, prompt_ids_B_L, prompt_mask_B_L, completion_B_C, completion_mask_B_C, temperature: float = 1.0
 ) -> torch.Tensor:
-    """log p(completion token | prefix) under `model` at `temperature`; 0 where masked."""
+    """log p(completion token | prefix) under `model` at `temperature`, on the model's device; 0 where masked.
+
+    The fp32 log-softmax runs over chunks of sequences (LOGPROB_CHUNK_TOKENS); each row's
+    values are what one pass over the whole batch gives, bit for bit."""
+    device = model.device
+    prompt_ids_B_L, prompt_mask_B_L, completion_B_C, completion_mask_B_C = (
+        t.to(device) for t in (prompt_ids_B_L, prompt_mask_B_L, completion_B_C, completion_mask_B_C))
     ids_B_T = torch.cat([prompt_ids_B_L, completion_B_C], dim=1)
     attn_B_T = torch.cat([prompt_mask_B_L, torch.ones_like(completion_B_C)], dim=1)
     positions_B_T = (attn_B_T.cumsum(-1) - 1).clamp(min=0)
     logits_B_T_V = model(input_ids=ids_B_T, attention_mask=attn_B_T, position_ids=positions_B_T).logits
-    L = prompt_ids_B_L.shape[1]
-    logits_B_C_V = logits_B_T_V[:, L - 1 : -1].float() / temperature
-    logprobs_B_C = torch.gather(F.log_softmax(logits_B_C_V, -1), 2, completion_B_C.unsqueeze(-1)).squeeze(-1)
+    L, (B, C) = prompt_ids_B_L.shape[1], completion_B_C.shape
+    rows = max(1, LOGPROB_CHUNK_TOKENS // max(C, 1))
+    logprobs_B_C = torch.cat([
+        chosen_logprobs(logits_B_T_V[i : i + rows, L - 1 : -1].float() / temperature, completion_B_C[i : i + rows])
+        for i in range(0, B, rows)
+    ])
     return logprobs_B_C * completion_mask_B_C
+
+
+def chosen_logprobs(scores_B_C_V: torch.Tensor, tokens_B_C: torch.Tensor) -> torch.Tensor:
+    """log softmax(scores) at the chosen tokens."""
+    return torch.gather(F.log_softmax(scores_B_C_V, -1), -1, tokens_B_C.unsqueeze(-1)).squeeze(-1)
 
 
 @torch.no_grad()
@@ -98,13 +123,12 @@ def sample(
 
     Sampling uses torch's global RNG: seed it before calling for reproducible draws.
     """
-    prompt_ids_B_L, prompt_mask_B_L = encode_prompts(tokenizer, prompts)
+    prompt_ids_B_L, prompt_mask_B_L = (t.to(model.device) for t in encode_prompts(tokenizer, prompts))
     prompt_ids_B_L = prompt_ids_B_L.repeat_interleave(n, 0)
     prompt_mask_B_L = prompt_mask_B_L.repeat_interleave(n, 0)
-    completion_B_C, scores_B_C_V = draw(model, prompt_ids_B_L, prompt_mask_B_L, temperature, max_new_tokens,
+    completion_B_C, logprobs_B_C = draw(model, prompt_ids_B_L, prompt_mask_B_L, temperature, max_new_tokens,
                                         tokenizer.eos_token_id, tokenizer.pad_token_id, greedy)
     mask_B_C = completion_mask(completion_B_C, tokenizer.eos_token_id)
-    logprobs_B_C = torch.gather(F.log_softmax(scores_B_C_V, -1), 2, completion_B_C.unsqueeze(-1)).squeeze(-1)
     rows = completion_B_C.tolist()
     texts = decode_completions(tokenizer, rows)
     reasons = ["stop" if tokenizer.eos_token_id in row else "length" for row in rows]
@@ -113,8 +137,9 @@ def sample(
 
 def draw(model, prompt_ids_B_L, prompt_mask_B_L, temperature: float, max_new_tokens: int, eos_id: int, pad_id: int,
          greedy: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """The token loop of `sample`: one completion per row and the float32 scores each token was
-    drawn from (logits / temperature; the raw logits when `greedy`). Every input the model sees
+    """The token loop of `sample`: one completion per row and each token's float32 log-prob under
+    the scores it was drawn from (logits / temperature; the raw logits when `greedy`), the only
+    part of the vocabulary-sized scores kept. Every input the model sees
     is what `generate` (transformers 5.19, `_sample` with a DynamicCache) would pass it:
     position ids from the attention mask, no mask when nothing is padded, logits for the last
     position only, and the same batch shapes (even one prompt's repeated rows go through the
@@ -126,8 +151,9 @@ def draw(model, prompt_ids_B_L, prompt_mask_B_L, temperature: float, max_new_tok
     positions_B_T = (prompt_mask_B_L.cumsum(-1) - 1).masked_fill(prompt_mask_B_L == 0, 0)
     mask_B_T = None if bool(prompt_mask_B_L.all()) else prompt_mask_B_L
     cache = DynamicCache(config=model.config.get_text_config(decoder=True))
-    ids_B_T, unfinished_B = prompt_ids_B_L, torch.ones(len(prompt_ids_B_L), dtype=torch.long)
-    tokens, scores = [], []
+    ids_B_T = prompt_ids_B_L
+    unfinished_B = torch.ones(len(prompt_ids_B_L), dtype=torch.long, device=prompt_ids_B_L.device)
+    tokens, logprobs = [], []
     while True:
         out = model(input_ids=ids_B_T, attention_mask=mask_B_T, position_ids=positions_B_T, past_key_values=cache,
                     use_cache=True, logits_to_keep=1, return_dict=True)
@@ -140,10 +166,10 @@ def draw(model, prompt_ids_B_L, prompt_mask_B_L, temperature: float, max_new_tok
             token_B = torch.multinomial(F.softmax(scores_B_V, dim=-1), num_samples=1).squeeze(1)
         token_B = token_B * unfinished_B + pad_id * (1 - unfinished_B)
         tokens.append(token_B)
-        scores.append(scores_B_V)
+        logprobs.append(chosen_logprobs(scores_B_V, token_B))
         unfinished_B = unfinished_B & (token_B != eos_id).long()
         if len(tokens) == max_new_tokens or not unfinished_B.any():
-            return torch.stack(tokens, dim=1), torch.stack(scores, dim=1)
+            return torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1)
         ids_B_T, positions_B_T = token_B[:, None], positions_B_T[:, -1:] + 1
         if mask_B_T is not None:
             mask_B_T = torch.cat([mask_B_T, mask_B_T.new_ones((len(mask_B_T), 1))], dim=-1)

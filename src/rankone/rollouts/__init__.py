@@ -2,8 +2,10 @@
 
 An engine samples completions for prompts from the *current* policy and returns,
 per sample, the completion tokens, the sampler's per-token log-probs (used by the
-importance ratio) and the finish reason. `sync(model)` hands the learner's newest
-weights to the engine after every optimizer step.
+importance ratio) and the finish reason, on the model's device. `sync(model)` hands the
+learner's newest weights to the engine after every optimizer step; `sleep()`, called
+between sampling and the update, lets an engine that holds memory of its own (vLLM on
+CUDA) give it back until the next `sync` or `sample`.
 """
 
 from __future__ import annotations
@@ -17,14 +19,16 @@ ENGINES = ("hf", "vllm")
 
 
 def make_engine(name: str, model, tokenizer, temperature: float, max_new_tokens: int,
-                model_dir: str | Path | None = None, rank: int | None = None, seed: int = 0):
-    """An engine sampling from `model` (vLLM also needs the base model folder and LoRA rank)."""
+                model_dir: str | Path | None = None, rank: int | None = None, seed: int = 0, dtype: str = "float32",
+                options=None):
+    """An engine sampling from `model` in `dtype` (vLLM also needs the base model folder and LoRA rank;
+    `options`, the config's `rollout` section, sets its memory share and eager mode)."""
     if name == "hf":
-        return HFEngine(model, tokenizer, temperature, max_new_tokens)
+        return HFEngine(model, tokenizer, temperature, max_new_tokens, dtype)
     if name == "vllm":
         from rankone.rollouts.vllm import VLLMEngine  # imports vLLM only when asked for
 
-        return VLLMEngine(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed)
+        return VLLMEngine(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options)
     raise ValueError(f"unknown rollout engine {name!r}; known: {', '.join(ENGINES)}")
 
 

@@ -3,6 +3,7 @@ module being trained."""
 
 from __future__ import annotations
 
+from rankone.models.device import autocast
 from rankone.models.sequences import Samples, sample
 
 
@@ -11,12 +12,15 @@ class HFEngine:
 
     name = "hf"
 
-    def __init__(self, model, tokenizer, temperature: float, max_new_tokens: int):
+    def __init__(self, model, tokenizer, temperature: float, max_new_tokens: int, dtype: str = "float32"):
         self.model, self.tokenizer = model, tokenizer
-        self.temperature, self.max_new_tokens = temperature, max_new_tokens
+        self.temperature, self.max_new_tokens, self.dtype = temperature, max_new_tokens, dtype
 
     def sync(self, model) -> None:
         self.model = model
+
+    def sleep(self) -> None:
+        pass
 
     def close(self) -> None:
         pass
@@ -25,6 +29,7 @@ class HFEngine:
         was_training = self.model.training
         self.model.eval()
         try:
-            return sample(self.model, self.tokenizer, prompts, n, self.temperature, self.max_new_tokens, greedy)
+            with autocast(self.model.device, self.dtype):
+                return sample(self.model, self.tokenizer, prompts, n, self.temperature, self.max_new_tokens, greedy)
         finally:
             self.model.train(was_training)

@@ -15,6 +15,7 @@ import torch
 from rankone.config import StudyConfig
 from rankone.data import read_split
 from rankone.io import atomic_path, log, provenance, seed_everything, write_json
+from rankone.models.device import resolve
 from rankone.models.load import load_base
 from rankone.rollouts import make_engine
 from rankone.tasks.confidence import calibration
@@ -30,9 +31,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
     started = time.time()
     seed_everything(cfg.seed, cfg.threads)
-    model, tokenizer = load_base(model_dir, cfg.dtype)
+    model, tokenizer = load_base(model_dir, cfg.dtype, resolve(cfg.device))
     r = cfg.rollout
-    engine = make_engine(r.engine, model, tokenizer, r.temperature, r.max_new_tokens, model_dir, None, cfg.seed)
+    engine = make_engine(r.engine, model, tokenizer, r.temperature, r.max_new_tokens, model_dir, None, cfg.seed,
+                         dtype=cfg.dtype, options=r)
     task = cfg.tasks["rl"].task()
     summary: dict = {"model": model_dir.name, "samples_per_prompt": r.samples_per_prompt}
     per_prompt = []

@@ -12,9 +12,23 @@ Keeping it the learner, step after step:
   linear layers are repacked after loading, and `reload_weights` redoes that step.
   Not a restart from a saved checkpoint either: that costs seconds per step.
 
+  The tensors go over one at a time from a generator, each cast to the engine's
+  dtype: no clone of the whole `state_dict` (a bf16 run's fp32 masters become bf16
+  one tensor at a time).
+
 The engine core runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`): no
-worker to spawn for tiny models, and `collective_rpc` calls the worker directly.
+worker to spawn for tiny models, and `collective_rpc` calls the worker directly
+(which is also what lets the weights go over as a generator).
 Sampling seeds come from torch's global RNG, so a seeded run draws the same samples.
+
+Beside the learner on one GPU: vLLM takes `rollout.gpu_memory_utilization` of the
+GPU (not its default 0.9), and runs in sleep mode. Between sampling and the update
+the trainer calls `sleep()`: a LoRA run offloads the base weights to host memory and
+frees the KV cache (level 1); a FullFT run discards both (level 2), since `sync`
+overwrites every weight anyway. `sync` and `sample` wake what they need first. On
+the CPU there is no sleep mode (vLLM's is CUDA-only) and the KV cache is sized to the
+model (`cache_size`). LoRA adapters still go over from disk: vLLM 0.32's
+`LoRARequest` takes a path only.
 """
 
 from __future__ import annotations
@@ -48,33 +62,50 @@ class VLLMEngine:
     name = "vllm"
 
     def __init__(self, model, tokenizer, temperature: float, max_new_tokens: int, model_dir: str | Path,
-                 rank: int | None, seed: int):
+                 rank: int | None, seed: int, dtype: str = "float32", options=None):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
 
         self.tokenizer, self.temperature, self.max_new_tokens = tokenizer, temperature, max_new_tokens
-        self.rank = rank
+        self.rank, self.dtype = rank, getattr(torch, dtype)
         self.lora_request = None
         self._lora_id = 0
         self._lora_root = Path(tempfile.mkdtemp(prefix="rankone-lora-"))
+        self.cuda, self.asleep = model.device.type == "cuda", False
         lora = {}
         if rank is not None:
             lora = {"enable_lora": True, "max_loras": 1, "max_lora_rank": min(r for r in LORA_RANKS if r >= rank)}
         max_model_len, kv_bytes = cache_size(model.config, longest=512 + max_new_tokens)
+        if self.cuda:  # a share of the GPU, the rest left to the learner; asleep during updates
+            memory = {"gpu_memory_utilization": options.gpu_memory_utilization if options else 0.3,
+                      "enable_sleep_mode": True}
+        else:
+            memory = {"kv_cache_memory_bytes": kv_bytes}  # sized to the model, not a share of RAM
         self.llm = LLM(
             model=str(model_dir),
             tokenizer=str(model_dir),
-            dtype=str(model.dtype).removeprefix("torch."),  # the learner's dtype (config `dtype`)
+            dtype=dtype,  # config `dtype` (a bf16 FullFT learner holds fp32 masters)
             seed=seed,
-            enforce_eager=True,
+            enforce_eager=options.enforce_eager if options else True,
             max_model_len=max_model_len,
             max_num_seqs=256,
             enable_prefix_caching=False,
-            kv_cache_memory_bytes=kv_bytes,  # sized to the model, not a share of RAM
             logprobs_mode="processed_logprobs",
+            **memory,
             **lora,
         )
         self.sync(model)
+
+    def sleep(self) -> None:
+        """On CUDA, free the engine's GPU memory for the update (see the module docstring)."""
+        if self.cuda and not self.asleep:
+            self.llm.sleep(level=1 if self.rank is not None else 2)
+            self.asleep = True
+
+    def _wake(self, tags: list[str] | None = None) -> None:
+        if self.asleep:
+            self.llm.wake_up(tags)
+            self.asleep = tags is not None  # woken in part: the rest still to come
 
     def sync(self, model) -> None:
         """Hand the learner's current weights to the engine."""
@@ -88,13 +119,15 @@ class VLLMEngine:
             previous = self._lora_root / f"adapter-{self._lora_id - 2}"
             shutil.rmtree(previous, ignore_errors=True)
         else:
-            weights = [(k, v.detach().clone()) for k, v in model.state_dict().items()]
+            self._wake(["weights"])
+            weights = ((k, v.detach().to(self.dtype)) for k, v in model.state_dict().items())
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
             self.llm.reset_prefix_cache()
 
     def sample(self, prompts: list[str], n: int, greedy: bool = False) -> Samples:
         from vllm import SamplingParams
 
+        self._wake()
         prompt_ids_B_L, prompt_mask_B_L = encode_prompts(self.tokenizer, prompts)
         seed = int(torch.randint(0, 2**31 - 1, ()))
         params = SamplingParams(

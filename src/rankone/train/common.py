@@ -27,8 +27,9 @@ from pathlib import Path
 
 import torch
 
-from rankone.config import RunId, StudyConfig
+from rankone.config import RunId, StudyConfig, method_kind
 from rankone.io import atomic_path, log, provenance, read_json, seed_everything, sha256_file, write_json, write_jsonl
+from rankone.models.device import autocast, resolve
 from rankone.models.load import load_base, make_policy, trainable_parameters
 
 CHECKPOINT, PREVIOUS = "checkpoint", "checkpoint.prev"
@@ -59,6 +60,7 @@ class Run:
     policy: torch.nn.Module
     tokenizer: object
     optimizer: torch.optim.Optimizer
+    device: torch.device
     started: float = field(default_factory=time.time)
     metrics: list[dict] = field(default_factory=list)  # deterministic: same config + seed, same bytes
     timings: list[dict] = field(default_factory=list)  # wall-clock seconds per step, kept apart
@@ -68,13 +70,20 @@ class Run:
     def start(cls, cfg: StudyConfig, run: RunId, model_dir: Path, out_dir: Path) -> Run:
         started = time.time()
         seed_everything(run.seed, cfg.threads)
-        model, tokenizer = load_base(model_dir, cfg.dtype)
+        device = resolve(cfg.device)
+        # bf16: only a LoRA base, which never trains, is held in bf16; FullFT's weights (and TinyLoRA's
+        # base, which it takes an SVD of) stay fp32 masters, and forwards run under autocast (compute()).
+        dtype = cfg.dtype if method_kind(run.method) == "lora" else "float32"
+        model, tokenizer = load_base(model_dir, dtype, device)
+        if cfg.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         policy = make_policy(model, run.method, cfg.lora, cfg.scope(run.method))
         policy.train()
         # Constant learning rate, no warmup, no weight decay: as in the original runs.
         optimizer = torch.optim.Adam(cls._trainable(policy), lr=run.lr, foreach=True)
-        log.info("%s: %d trainable parameters", run.path, trainable_parameters(policy))
-        ctx = cls(cfg, run, out_dir, Path(model_dir), policy, tokenizer, optimizer, started)
+        log.info("%s: %d trainable parameters on %s (%s weights, %s compute)", run.path, trainable_parameters(policy),
+                 device, dtype, cfg.dtype)
+        ctx = cls(cfg, run, out_dir, Path(model_dir), policy, tokenizer, optimizer, device, started)
         ctx._resume()
         return ctx
 
@@ -159,12 +168,16 @@ class Run:
             os.replace(current, self.out_dir / PREVIOUS)
         os.replace(tmp, current)
 
-    def step_optimizer(self, loss: torch.Tensor) -> float:
-        """Backward + step; returns the gradient norm."""
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+    def compute(self):
+        """The precision every forward of the policy runs in (rankone.models.device.autocast)."""
+        return autocast(self.device, self.cfg.dtype)
+
+    def step_optimizer(self) -> float:
+        """Step on the gradients the step's backward passes accumulated, then clear them; returns the
+        gradient norm."""
         grad_norm = torch.nn.utils.clip_grad_norm_(self._trainable(self.policy), float("inf")).item()
         self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
         return grad_norm
 
     def finish(self, status: str, extra: dict | None = None) -> dict:

@@ -19,7 +19,11 @@ the update saw.
 
 Every step checks that the sampler is the learner: the mean |log p_sampler -
 log p_learner| over sampled tokens is logged and the run stops when it passes
-`rl.max_logprob_gap` (a stale sampler is the classic way to fake "LoRA matches").
+`rl.max_logprob_gap` and the rounding noise of the dtype and engine, measured at step 0
+(`Freshness`; a stale sampler is the classic way to fake "LoRA matches"). With
+`rl.truncated_is` the importance ratio is capped (truncated importance sampling).
+`rl.micro_batch` splits the step's sequences into forward/backward passes whose
+gradients add up to the whole step's.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import math
 import random
 import time
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -36,7 +41,7 @@ from rankone.config import RunId, StudyConfig
 from rankone.info import entropy_bits
 from rankone.data import read_split
 from rankone.io import log
-from rankone.models.sequences import completion_logprobs
+from rankone.models.sequences import Samples, completion_logprobs
 from rankone.rollouts import make_engine
 from rankone.tasks.confidence import brier_terms, calibration
 from rankone.train.common import Run, diverged, progress
@@ -81,18 +86,29 @@ def training_rewards(kind: str, task, texts: list[str], answers: list[str], seed
     return torch.tensor(values)
 
 
-def importance_ratio(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C) -> torch.Tensor:
-    """p_learner / p_sampler per token (sampler side carries no gradient); 0 where masked."""
-    return torch.exp(learner_logprobs_B_C - sampler_logprobs_B_C.detach()) * mask_B_C
+def importance_ratio(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C, cap: float | None = None) -> torch.Tensor:
+    """p_learner / p_sampler per token (sampler side carries no gradient); 0 where masked.
+
+    With `cap` (truncated importance sampling, Yao et al. 2025), each token's gradient is
+    weighted by min(ratio, cap) instead of the ratio, and so is its value."""
+    ratio_B_C = torch.exp(learner_logprobs_B_C - sampler_logprobs_B_C.detach())
+    if cap is not None:  # value min(ratio, cap); gradient min(ratio, cap) * grad log p_learner
+        ratio_B_C = ratio_B_C.detach().clamp(max=cap) * torch.exp(learner_logprobs_B_C - learner_logprobs_B_C.detach())
+    return ratio_B_C * mask_B_C
 
 
-def policy_gradient_loss(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P):
-    """-sum over tokens of ratio * advantage, averaged over the episodes of groups that carry signal."""
+def policy_gradient_loss(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P,
+                         episodes: torch.Tensor | None = None, cap: float | None = None):
+    """-sum over tokens of ratio * advantage, averaged over the episodes of groups that carry signal.
+
+    A micro-batch of a larger step passes the step's kept `episodes` as the normaliser, so the
+    gradients its parts accumulate are the whole step's (rows of it: advantages_P_G of shape (B, 1))."""
     G = advantages_P_G.shape[1]
-    ratio_B_C = importance_ratio(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C)
+    ratio_B_C = importance_ratio(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C, cap)
     keep_B = keep_P.repeat_interleave(G).float()
     advantages_B = advantages_P_G.reshape(-1)
-    return -(ratio_B_C * advantages_B[:, None] * keep_B[:, None]).sum() / keep_B.sum().clamp(min=1)
+    episodes = keep_B.sum().clamp(min=1) if episodes is None else episodes
+    return -(ratio_B_C * advantages_B[:, None] * keep_B[:, None]).sum() / episodes
 
 
 def sampler_gap(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C) -> tuple[float, float]:
@@ -115,13 +131,42 @@ def format_collapse(shares: list[float], level: float, window: int) -> dict:
             "max_share": max(shares, default=0.0)}
 
 
-def check_fresh(gap_mean: float, threshold: float, where: str) -> None:
-    """Raise when the sampler is not the learner (see the module docstring)."""
+def check_fresh(gap_mean: float, threshold: float, where: str, what: str = "rl.max_logprob_gap") -> None:
+    """Raise when the sampler is not the learner: the mean gap passes `threshold`."""
     if gap_mean > threshold:
         raise StaleSamplerError(
-            f"{where}: sampler/learner log-prob gap {gap_mean:.2e} > rl.max_logprob_gap {threshold:.0e}; "
+            f"{where}: sampler/learner log-prob gap {gap_mean:.2e} > {what} {threshold:.2e}; "
             "the rollout engine is not sampling the current policy"
         )
+
+
+@dataclass
+class Freshness:
+    """The per-step freshness check, in any dtype and engine.
+
+    Step 0's gap is the noise floor: the engine was just built from the learner's weights,
+    so what differs is rounding (kernels, batch shapes, KV cache against one full pass):
+    ~1e-6 in fp32, ~4e-2 in bf16 (SmolLM2-135M). Every step, the run stops when the mean
+    gap passes max_gap (rl.max_logprob_gap) and `factor` x that floor (in fp32 the first
+    is the larger, as before); it stops at step 0 when the floor itself passes `max_floor`
+    (an engine serving other weights). A stale sampler is caught once the policy has moved
+    further from it than `factor` x the rounding noise; a smaller drift is as off-policy as
+    bf16 rounding already makes every sample (truncated_is is the remedy for both)."""
+
+    max_gap: float
+    factor: float
+    max_floor: float
+    floor: float | None = None
+
+    def check(self, gap_mean: float, where: str) -> None:
+        if self.floor is None:
+            check_fresh(gap_mean, self.max_floor, f"{where} (same weights on both sides)", "rl.max_noise_floor")
+            self.floor = gap_mean
+        if self.factor * self.floor > self.max_gap:
+            check_fresh(gap_mean, self.factor * self.floor, where,
+                        f"rl.gap_noise_factor x the step-0 noise floor {self.floor:.2e} =")
+        else:
+            check_fresh(gap_mean, self.max_gap, where)
 
 
 def pad_cat(tensors_B_C: list[torch.Tensor]) -> torch.Tensor:
@@ -136,11 +181,29 @@ def refill_size(missing: int, left: int, G: int) -> int:
     return max(0, min(missing, left // G))
 
 
+@dataclass
+class Round:
+    """One rollout call of a step: a group of samples per prompt, scored."""
+
+    samples: Samples
+    task_rewards_B: torch.Tensor  # the task's checker
+    rewards_B: torch.Tensor  # what the update learns from
+    advantages_P_G: torch.Tensor
+    keep_P: torch.Tensor  # groups that carry signal
+
+
+def micro_batches(n: int, size: int | None) -> list[slice]:
+    """Rows 0..n in slices of `size` (all at once when None)."""
+    size = size or n
+    return [slice(i, i + size) for i in range(0, n, size)]
+
+
 def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
     r, rl = cfg.rollout, cfg.rl
     ctx = Run.start(cfg, run, model_dir, out_dir)
-    policy, task = ctx.policy, cfg.tasks["rl"].task()
-    engine = make_engine(r.engine, policy, ctx.tokenizer, r.temperature, r.max_new_tokens, model_dir, run.rank, run.seed)
+    policy, task, device = ctx.policy, cfg.tasks["rl"].task(), ctx.device
+    engine = make_engine(r.engine, policy, ctx.tokenizer, r.temperature, r.max_new_tokens, model_dir, run.rank, run.seed,
+                         dtype=cfg.dtype, options=r)
     rows = read_split(data_dir, "train")
     prompt_rng = random.Random(f"prompts:{run.seed}")
     for _ in range(ctx.start_step):  # resuming: replay the prompt draws already made
@@ -148,22 +211,24 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
     G = rl.group_size
     status, info_bound_bits = "completed", ctx.state.get("info_bound_bits", 0.0)
     episodes = ctx.state.get("episodes", ctx.start_step * rl.prompts_per_step * G)
+    fresh = Freshness(rl.max_logprob_gap, rl.gap_noise_factor, rl.max_noise_floor, ctx.state.get("gap_floor"))
 
-    def play(batch: list[dict], step: int) -> dict:
+    def play(batch: list[dict], step: int) -> Round:
         """Sample a group per prompt and score it: what one rollout call adds to the step."""
-        samples = engine.sample([row["prompt"] for row in batch], G)
+        samples = engine.sample([row["prompt"] for row in batch], G).to(device)
         answers = [batch[i // G]["answer"] for i in range(len(samples.texts))]
         task_rewards_B = training_rewards("task", task, samples.texts, answers, run.seed, step)
         plain = rl.reward == "task" and not rl.calibration_alpha
         rewards_B = task_rewards_B if plain else training_rewards(rl.reward, task, samples.texts, answers, run.seed,
                                                                   step, rl.calibration_alpha, task_rewards_B.tolist())
-        advantages_P_G, keep_P = group_advantages(rewards_B.view(len(batch), G), rl.advantage_sign)
-        learner_logprobs_B_C = completion_logprobs(
-            policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C,
-            samples.completion_mask_B_C, r.temperature,
-        )
-        return {"samples": samples, "task_rewards_B": task_rewards_B, "rewards_B": rewards_B,
-                "advantages_P_G": advantages_P_G, "keep_P": keep_P, "learner_logprobs_B_C": learner_logprobs_B_C}
+        advantages_P_G, keep_P = group_advantages(rewards_B.to(device).view(len(batch), G), rl.advantage_sign)
+        return Round(samples, task_rewards_B, rewards_B, advantages_P_G, keep_P)
+
+    def learner_logprobs(x: Round, rows: slice) -> torch.Tensor:
+        s = x.samples
+        with ctx.compute():
+            return completion_logprobs(policy, s.prompt_ids_B_L[rows], s.prompt_mask_B_L[rows], s.completion_B_C[rows],
+                                       s.completion_mask_B_C[rows], r.temperature)
 
     step = ctx.start_step
     with progress(run.path, rl.episode_budget, episodes, "episode") as bar:
@@ -174,33 +239,62 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             rounds = [play(batch, step)]
             if rl.variance_filter:  # refill the groups without signal from fresh prompts, within the budget
                 refill = random.Random(f"refill:{run.seed}:{step}")
-                while n := refill_size(rl.prompts_per_step - sum(int(x["keep_P"].sum()) for x in rounds),
-                                       rl.episode_budget - episodes - sum(len(x["rewards_B"]) for x in rounds), G):
+                while n := refill_size(rl.prompts_per_step - sum(int(x.keep_P.sum()) for x in rounds),
+                                       rl.episode_budget - episodes - sum(len(x.rewards_B) for x in rounds), G):
                     torch.manual_seed(zlib.crc32(f"refill:{run.seed}:{step}:{len(rounds)}".encode()))
                     rounds.append(play(refill.sample(rows, n), step))
+            engine.sleep()  # on CUDA, vLLM gives its memory back to the learner until the next sync
             t_sample = time.time() - t0
 
-            task_rewards_B, rewards_B = (torch.cat([x[k] for x in rounds]) for k in ("task_rewards_B", "rewards_B"))
-            advantages_P_G, keep_P = (torch.cat([x[k] for x in rounds]) for k in ("advantages_P_G", "keep_P"))
+            task_rewards_B, rewards_B = (torch.cat([getattr(x, k) for x in rounds]) for k in ("task_rewards_B", "rewards_B"))
+            advantages_P_G, keep_P = (torch.cat([getattr(x, k) for x in rounds]) for k in ("advantages_P_G", "keep_P"))
             group_bits_P = torch.tensor([entropy_bits(g.tolist()) for g in rewards_B.view(-1, G)])
             info_bound_bits += float(group_bits_P.sum() * G)
             episodes += len(rewards_B)
+            mask_B_C = pad_cat([x.samples.completion_mask_B_C for x in rounds]).float()
+            sampler_logprobs_B_C = pad_cat([x.samples.sampler_logprobs_B_C for x in rounds])
 
-            mask_B_C = pad_cat([x["samples"].completion_mask_B_C for x in rounds]).float()
-            sampler_logprobs_B_C = pad_cat([x["samples"].sampler_logprobs_B_C for x in rounds])
-            learner_logprobs_B_C = pad_cat([x["learner_logprobs_B_C"] for x in rounds])
+            # The learner's log-probs of the sampled tokens, with gradients when the step learns. With
+            # rl.micro_batch each slice of rows is a forward and a backward of its own, normalised by the
+            # whole step's kept episodes, so the accumulated gradients are the whole step's.
+            learns = bool(keep_P.any())
+            episodes_kept = keep_P.repeat_interleave(G).float().sum().clamp(min=1)
+            parts, loss = [], torch.zeros((), device=device)
+            with torch.set_grad_enabled(learns):
+                for x in rounds:
+                    for rows_b in micro_batches(len(x.rewards_B), rl.micro_batch):
+                        logprobs_b_C = learner_logprobs(x, rows_b)
+                        if learns and rl.micro_batch:
+                            part = policy_gradient_loss(
+                                logprobs_b_C, x.samples.sampler_logprobs_B_C[rows_b],
+                                x.samples.completion_mask_B_C[rows_b].float(),
+                                x.advantages_P_G.reshape(-1, 1)[rows_b], x.keep_P.repeat_interleave(G)[rows_b],
+                                episodes_kept, rl.truncated_is)
+                            part.backward()
+                            loss, logprobs_b_C = loss + part.detach(), logprobs_b_C.detach()
+                        parts.append(logprobs_b_C)
+                learner_logprobs_B_C = pad_cat(parts)
+                if not (learns and rl.micro_batch):
+                    # Under the filter only the groups with signal enter the loss. In exact arithmetic this
+                    # equals passing every row (keep_P already zeroes the rest), but the float sums differ in
+                    # their last bits, and the levers experiment's filtered runs were measured this way: keep it
+                    # so they reproduce.
+                    groups_P, rows_B = (keep_P, keep_P.repeat_interleave(G)) if rl.variance_filter else (slice(None),) * 2
+                    loss = policy_gradient_loss(learner_logprobs_B_C[rows_B], sampler_logprobs_B_C[rows_B],
+                                                mask_B_C[rows_B], advantages_P_G[groups_P], keep_P[groups_P],
+                                                cap=rl.truncated_is)
+                    if learns:
+                        loss.backward()
+
             gap_mean, gap_max = sampler_gap(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C)
-            if gap_mean > rl.max_logprob_gap:  # never learn from another policy's rollouts
+            try:  # never learn from another policy's rollouts
+                fresh.check(gap_mean, f"{run.path} step {step}")
+            except StaleSamplerError:
                 engine.close()
                 ctx.finish("stale-sampler")
-                check_fresh(gap_mean, rl.max_logprob_gap, f"{run.path} step {step}")
-            # Under the filter only the groups with signal enter the loss. In exact arithmetic this equals
-            # passing every row (keep_P already zeroes the rest), but the float sums differ in their last
-            # bits, and the levers experiment's filtered runs were measured this way: keep it so they reproduce.
-            groups_P, rows_B = (keep_P, keep_P.repeat_interleave(G)) if rl.variance_filter else (slice(None),) * 2
-            loss = policy_gradient_loss(learner_logprobs_B_C[rows_B], sampler_logprobs_B_C[rows_B], mask_B_C[rows_B],
-                                        advantages_P_G[groups_P], keep_P[groups_P])
-            grad_norm = ctx.step_optimizer(loss) if keep_P.any() else 0.0
+                raise
+            ctx.state["gap_floor"] = fresh.floor
+            grad_norm = ctx.step_optimizer() if learns else 0.0
             engine.sync(policy)  # the next rollouts must come from the weights just updated
 
             ratio_B_C = importance_ratio(learner_logprobs_B_C.detach(), sampler_logprobs_B_C, mask_B_C)
@@ -223,9 +317,9 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
                 "grad_norm": grad_norm,
                 "loss": float(loss.detach()),
                 "tokens": int(mask_B_C.sum()),
-                "unparseable_share": unparseable_share(task, [t for x in rounds for t in x["samples"].texts]),
+                "unparseable_share": unparseable_share(task, [t for x in rounds for t in x.samples.texts]),
                 **({"groups_sampled": len(keep_P), "groups_used": int(keep_P.sum())} if rl.variance_filter else {}),
-                **(calibration([t for x in rounds for t in x["samples"].texts], task_rewards_B.tolist())
+                **(calibration([t for x in rounds for t in x.samples.texts], task_rewards_B.tolist())
                    if task.states_confidence else {}),
             })
             ctx.timings.append({"step": step, "sample_seconds": t_sample, "seconds": time.time() - t0})

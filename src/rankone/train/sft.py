@@ -10,6 +10,8 @@ import random
 import time
 from pathlib import Path
 
+import torch
+
 from rankone.config import RunId, StudyConfig
 from rankone.info import NATS_TO_BITS
 from rankone.data import read_split
@@ -31,9 +33,31 @@ def batches(rows: list[dict], batch_size: int, seed: int):
         order = order[batch_size:]
 
 
-def sft_loss(logprobs_B_C, mask_B_C):
-    """Mean negative log-likelihood per answer token (nats)."""
-    return -logprobs_B_C.sum() / mask_B_C.sum()
+def sft_loss(logprobs_B_C, tokens: int):
+    """Negative log-likelihood of the answers, per answer token of the step (nats)."""
+    return -logprobs_B_C.sum() / tokens
+
+
+def accumulate(ctx, batch: list[dict], micro_batch: int | None) -> tuple[torch.Tensor, int]:
+    """Forward and backward over `batch` in micro-batches of `micro_batch` examples (all at once when
+    None), each padded on its own and normalised by the whole batch's answer tokens, so that the
+    accumulated gradients are the whole batch's. Returns the batch's loss and its answer tokens; a
+    loss that is not finite gets no backward (the trainer stops on it)."""
+    _, mask_B_C = encode_completions(ctx.tokenizer, [row["answer"] for row in batch])
+    tokens = int(mask_B_C.sum())
+    loss = torch.zeros((), device=ctx.device)
+    for i in range(0, len(batch), micro_batch or len(batch)):
+        part = batch[i : i + (micro_batch or len(batch))]
+        prompt_ids_b_L, prompt_mask_b_L = encode_prompts(ctx.tokenizer, [row["prompt"] for row in part])
+        completion_b_C, mask_b_C = encode_completions(ctx.tokenizer, [row["answer"] for row in part])
+        with ctx.compute():
+            logprobs_b_C = completion_logprobs(ctx.policy, prompt_ids_b_L, prompt_mask_b_L, completion_b_C, mask_b_C)
+        part_loss = sft_loss(logprobs_b_C, tokens)
+        if diverged(float(part_loss.detach())):
+            return part_loss.detach(), tokens
+        part_loss.backward()
+        loss += part_loss.detach()
+    return loss, tokens
 
 
 def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
@@ -48,22 +72,19 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
         for step in range(ctx.start_step, sft.steps):
             t0 = time.time()
             batch = next(stream)
-            prompt_ids_B_L, prompt_mask_B_L = encode_prompts(ctx.tokenizer, [row["prompt"] for row in batch])
-            completion_B_C, mask_B_C = encode_completions(ctx.tokenizer, [row["answer"] for row in batch])
-            logprobs_B_C = completion_logprobs(ctx.policy, prompt_ids_B_L, prompt_mask_B_L, completion_B_C, mask_B_C)
-            loss = sft_loss(logprobs_B_C, mask_B_C)
+            loss, tokens = accumulate(ctx, batch, sft.micro_batch)
             if diverged(float(loss)):
                 status = "diverged"
                 log.warning("%s: diverged at step %d", run.path, step)
                 ctx.metrics.append({"step": step, "loss": float(loss)})
                 break
-            grad_norm = ctx.step_optimizer(loss)
+            grad_norm = ctx.step_optimizer()
             ctx.metrics.append({
                 "step": step,
                 "loss": float(loss),
                 "loss_bits": float(loss) * NATS_TO_BITS,
                 "grad_norm": grad_norm,
-                "tokens": int(mask_B_C.sum()),
+                "tokens": tokens,
                 "examples": (step + 1) * len(batch),
             })
             ctx.timings.append({"step": step, "seconds": time.time() - t0})

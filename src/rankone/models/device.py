@@ -1,0 +1,42 @@
+"""Where a stage's models run and in what precision (config `device` and `dtype`).
+
+`device: auto` is CUDA where torch sees one, else the CPU. With `dtype: bfloat16` every
+forward pass runs under `torch.autocast` (matmuls in bf16), while what trains stays
+fp32: a FullFT policy is loaded in fp32 (fp32 master weights, so fp32 gradients and fp32
+Adam state), and LoRA adapters are fp32 on a bf16 base (peft's default). Adam on bf16
+weights would round away every update below half a bf16 ulp (at lr 1e-6 one step moved
+2% of SmolLM2's weights and none of its norm weights); fp32 masters lose none, at 16
+bytes a trained parameter. Stages that only sample or score load the weights in bf16.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+
+def resolve(device: str) -> torch.device:
+    """The torch device of config `device` (auto: CUDA when available)."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda', but torch sees no CUDA device (use auto or cpu)")
+    return torch.device(device)
+
+
+def weights_dtype(dtype: str, trains_fully: bool = False) -> str:
+    """The dtype to load weights in: fp32 masters for a policy whose every weight trains."""
+    return "float32" if trains_fully else dtype
+
+
+def autocast(device: torch.device, dtype: str):
+    """bf16 compute for every forward under it when `dtype` is bfloat16; else nothing changes."""
+    if dtype != "bfloat16":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def on(device: torch.device, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """`tensors` moved to `device` (no copy where they are there already)."""
+    return tuple(t.to(device) for t in tensors)

@@ -1,0 +1,308 @@
+"""What the GPU path rests on, checked on the CPU: every input on the model's device, bf16
+training that keeps small updates, a freshness check that holds in bf16 (hf and vLLM),
+micro-batches whose gradients are the whole step's, chunked log-probs equal to one pass,
+gradient checkpointing, truncated importance sampling."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rankone import evaluate
+from rankone.config import RunId, validate
+from rankone.models import sequences
+from rankone.models.device import autocast
+from rankone.models.load import load_base, make_policy
+from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
+from rankone.rollouts import make_engine
+from rankone.train import TRAINERS
+from rankone.train.common import Run
+from rankone.train.rl import (Freshness, StaleSamplerError, group_advantages, importance_ratio, micro_batches,
+                              policy_gradient_loss, sampler_gap)
+from rankone.train.sft import accumulate
+
+from .conftest import real_config
+
+
+def tensors_on_other_devices(module, args) -> list[str]:
+    device = next(iter(module.parameters(recurse=False)), None)
+    if device is None:
+        return []
+    return [str(a.device) for a in args if isinstance(a, torch.Tensor) and a.device != device.device]
+
+
+def test_every_input_is_on_the_models_device(study, tmp_path):
+    """A pre-hook on every module fails on any input not on that module's device, through an RL
+    step, an SFT step and an evaluation."""
+    cfg, at = study
+    cfg = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"steps": 1}),
+                                 "sft": cfg.sft.model_copy(update={"steps": 1})})
+    seen: list[str] = []
+
+    def hook(module, args):
+        assert not tensors_on_other_devices(module, args), (type(module).__name__, tensors_on_other_devices(module, args))
+        seen.append(type(module).__name__)
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+    try:
+        for path in ("rl/qwen3-tiny/lora-r1/lr0.01/seed0", "sft/llama-tiny/fullft/lr0.001/seed0"):
+            run = RunId.parse(path)
+            out = tmp_path / path
+            assert TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), out)["status"] == "completed"
+            splits = {s: evaluate.read_split(at.data(run.regime), s)[:4] for s in ("val", "test")}
+            scorer = evaluate.Scorer(cfg, at.model(run.model), run.method)
+            result = evaluate.evaluate_run(cfg, run, at.model(run.model), splits, None, out, scorer)
+            assert 0 <= result["test"]["pass_at_1"] <= 1
+    finally:
+        handle.remove()
+    assert {"Embedding", "Linear"} <= set(seen)
+
+
+def changed(before: dict, after: dict, keep=lambda name: True) -> int:
+    return sum(int((after[k].float() != before[k].float()).sum()) for k in before if keep(k))
+
+
+def test_bf16_fullft_keeps_the_small_updates_fp32_keeps(smollm2, tmp_path):
+    """One FullFT step at lr 1e-6 in bf16 changes (nearly) as many saved weights as in fp32, norm weights
+    included: fp32 master weights and Adam state. Adam on bf16 weights changed ~2% of them, no norms."""
+    cfg, at, _ = smollm2
+    model_dir = at.model("smollm2-135m")
+    base = load_file(model_dir / "model.safetensors")
+    run = RunId.parse("rl/smollm2-135m/fullft/lr1e-06/seed0")
+    counts = {}
+    for dtype in ("float32", "bfloat16"):
+        study = validate(real_config(tmp_path / dtype, dtype=dtype, rl={
+            "steps": 1, "prompts_per_step": 2, "group_size": 4, "reward": "random", "log_every": 1}))
+        info = TRAINERS["rl"](study, run, model_dir, at.data("rl"), tmp_path / dtype / "run")
+        assert info["status"] == "completed"
+        saved = load_file(tmp_path / dtype / "run/weights/model.safetensors")
+        assert all(saved[k].dtype == torch.float32 for k in saved)  # the masters are what is saved
+        counts[dtype] = (changed(base, saved), changed(base, saved, lambda k: "norm" in k))
+    total, norms = counts["float32"]
+    assert total > 0.5 * sum(v.numel() for v in base.values()) and norms > 0
+    assert counts["bfloat16"][0] >= 0.9 * total and counts["bfloat16"][1] >= 0.9 * norms, counts
+
+
+PROMPTS = ["What is 3 + 4?", "Compute 12 * 3 and give only the number."]
+
+
+def rl_steps(policy, engine, fresh: Freshness, steps: int, lr: float, sync: bool, G: int = 4) -> list[float]:
+    """Policy-gradient steps as the trainer takes them (coin rewards, so every group has signal),
+    each checked for freshness before the update; `sync=False` never hands the update to the engine."""
+    optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=lr)
+    gaps = []
+    for step in range(steps):
+        torch.manual_seed(step)
+        s = engine.sample(PROMPTS, G).to(policy.device)
+        with autocast(policy.device, "bfloat16"):
+            learner_B_C = completion_logprobs(policy, s.prompt_ids_B_L, s.prompt_mask_B_L, s.completion_B_C,
+                                              s.completion_mask_B_C)
+        mask_B_C = s.completion_mask_B_C.float()
+        gaps.append(sampler_gap(learner_B_C, s.sampler_logprobs_B_C, mask_B_C)[0])
+        fresh.check(gaps[-1], f"step {step}")
+        advantages_P_G, keep_P = group_advantages((torch.arange(len(PROMPTS) * G) % 2).float().view(-1, G))
+        policy_gradient_loss(learner_B_C, s.sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if sync:
+            engine.sync(policy)
+    return gaps
+
+
+def fullft_policy(model_dir):
+    policy = make_policy(load_base(model_dir)[0], "fullft", None, "all-linear")  # fp32 masters
+    return policy.train()
+
+
+def assert_freshness_holds_in_bf16(make, model_dir):
+    """A synced sampler passes 3 bf16 steps whose gaps sit far above fp32's 1e-3 threshold; a sampler
+    never synced fails at step 1, the first step after the policy moved."""
+    fresh = Freshness(1e-3, 2.0, 0.1)
+    policy, engine = make(fullft_policy(model_dir))
+    gaps = rl_steps(policy, engine, fresh, 3, 1e-5, sync=True)
+    assert min(gaps) > 1e-3, gaps  # the bf16 noise floor: the fp32 rule alone would stop at step 0
+    policy, engine = make(fullft_policy(model_dir))
+    with pytest.raises(StaleSamplerError, match="step 1: .*noise floor"):
+        rl_steps(policy, engine, Freshness(1e-3, 2.0, 0.1), 3, 1e-4, sync=False)
+
+
+def test_freshness_check_holds_in_bf16_with_the_hf_engine(smollm2):
+    cfg, at, _ = smollm2
+    model_dir = at.model("smollm2-135m")
+    _, tokenizer = load_base(model_dir)
+
+    def make(policy):  # the engine samples a copy frozen at step 0 until a sync hands it the live policy
+        return policy, make_engine("hf", copy.deepcopy(policy), tokenizer, 1.0, 16, dtype="bfloat16")
+
+    assert_freshness_holds_in_bf16(make, model_dir)
+
+
+def test_freshness_check_holds_in_bf16_with_vllm(smollm2):
+    pytest.importorskip("vllm")
+    cfg, at, _ = smollm2
+    model_dir = at.model("smollm2-135m")
+    _, tokenizer = load_base(model_dir)
+    engines = []
+
+    def make(policy):  # one engine for both runs: re-synced to each fresh policy
+        if not engines:
+            engines.append(make_engine("vllm", policy, tokenizer, 1.0, 16, model_dir, None, 0, dtype="bfloat16"))
+        engines[0].sync(policy)
+        return policy, engines[0]
+
+    try:
+        assert_freshness_holds_in_bf16(make, model_dir)
+    finally:
+        for engine in engines:
+            engine.close()
+
+
+def test_freshness_uses_the_larger_of_the_threshold_and_the_noise_floor():
+    fp32 = Freshness(1e-3, 2.0, 0.1)
+    fp32.check(2e-6, "step 0")
+    fp32.check(9e-4, "step 1")  # under max_logprob_gap, though 450x the floor: the fp32 rule as before
+    with pytest.raises(StaleSamplerError, match="max_logprob_gap"):
+        fp32.check(1.1e-3, "step 2")
+    bf16 = Freshness(1e-3, 2.0, 0.1)
+    bf16.check(4e-2, "step 0")
+    bf16.check(7.9e-2, "step 1")
+    with pytest.raises(StaleSamplerError, match="step 2: .*noise floor"):
+        bf16.check(8.1e-2, "step 2")
+    with pytest.raises(StaleSamplerError, match="step 0 .same weights on both sides.*max_noise_floor"):
+        Freshness(1e-3, 2.0, 0.1).check(0.5, "step 0")
+
+
+def test_truncated_importance_sampling_caps_value_and_gradient():
+    learner_B_C = torch.tensor([[0.0, -1.0, -2.0]], requires_grad=True)
+    sampler_B_C = torch.tensor([[-1.0, -1.0, -0.5]])  # ratios e, 1, e^-1.5
+    mask_B_C = torch.ones(1, 3)
+    plain = importance_ratio(learner_B_C, sampler_B_C, mask_B_C)
+    capped = importance_ratio(learner_B_C, sampler_B_C, mask_B_C, cap=2.0)
+    assert torch.allclose(capped, torch.tensor([[2.0, 1.0, torch.e ** -1.5]]))
+    (grad_capped,) = torch.autograd.grad(capped.sum(), learner_B_C)
+    (grad_plain,) = torch.autograd.grad(plain.sum(), learner_B_C)
+    # d/dlogp of ratio is the ratio itself; capped, it is min(ratio, cap)
+    assert torch.allclose(grad_plain, plain.detach()) and torch.allclose(grad_capped, capped.detach())
+
+
+def grads(model) -> dict[str, torch.Tensor]:
+    out = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    return out
+
+
+def assert_close_grads(a: dict, b: dict, rel: float = 1e-6) -> None:
+    assert a.keys() == b.keys() and a
+    for name in a:
+        scale = a[name].abs().max().clamp(min=1e-12)
+        assert float((a[name] - b[name]).abs().max() / scale) <= rel, name
+
+
+@pytest.mark.parametrize("method", ["fullft", "lora-r1"])
+def test_micro_batches_accumulate_the_whole_steps_gradients(study, tmp_path, method):
+    """RL and SFT: gradients summed over micro-batches (one normaliser for the step) equal the
+    whole batch's, fp32, to 1e-6 relative."""
+    cfg, at = study
+    run = RunId.parse(f"sft/qwen3-tiny/{method}/lr0.01/seed0")
+    ctx = Run.start(cfg, run, at.model("qwen3-tiny"), tmp_path / "sft")
+    with torch.no_grad():  # a trained-looking adapter, so lora_A gets gradients too
+        for name, p in ctx.policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1, generator=torch.Generator().manual_seed(0))
+    batch = evaluate.read_split(at.data("sft"), "train")[:16]
+    whole_loss, _ = accumulate(ctx, batch, None)
+    whole = grads(ctx.policy)
+    micro_loss, _ = accumulate(ctx, batch, 4)
+    assert_close_grads(whole, grads(ctx.policy))
+    assert float(micro_loss) == pytest.approx(float(whole_loss), rel=1e-6)
+
+    engine = make_engine("hf", ctx.policy, ctx.tokenizer, 1.0, 5)
+    torch.manual_seed(0)
+    s = engine.sample(["3+4=", "12+30=", "7+8=", "1+1="], 4)
+    G = 4
+    advantages_P_G, keep_P = group_advantages(torch.tensor([[1.0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 1, 0], [0, 0, 0, 1]]))
+    mask_B_C = s.completion_mask_B_C.float()
+
+    def logprobs(rows):
+        return completion_logprobs(ctx.policy, s.prompt_ids_B_L[rows], s.prompt_mask_B_L[rows], s.completion_B_C[rows],
+                                   s.completion_mask_B_C[rows])
+
+    policy_gradient_loss(logprobs(slice(None)), s.sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P).backward()
+    whole = grads(ctx.policy)
+    episodes = keep_P.repeat_interleave(G).float().sum()
+    for rows in micro_batches(16, 3):  # slices cut across groups: rows are (B, 1) groups
+        policy_gradient_loss(logprobs(rows), s.sampler_logprobs_B_C[rows], mask_B_C[rows],
+                             advantages_P_G.reshape(-1, 1)[rows], keep_P.repeat_interleave(G)[rows],
+                             episodes).backward()
+    assert_close_grads(whole, grads(ctx.policy))
+
+
+def test_the_rl_trainer_with_micro_batches_takes_the_same_steps(study, tmp_path):
+    """Through the trainer: micro-batches of 4 rows give each step the same loss and gradient norm."""
+    cfg, at = study
+    run = RunId.parse("rl/llama-tiny/fullft/lr0.001/seed0")
+    rows = []
+    for micro in (None, 4):
+        c = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"steps": 3, "micro_batch": micro})})
+        TRAINERS["rl"](c, run, at.model("llama-tiny"), at.data("rl"), tmp_path / str(micro))
+        rows.append([line for line in (tmp_path / str(micro) / "metrics.jsonl").read_text().splitlines()])
+    for whole, micro in zip(*rows):
+        a, b = json.loads(whole), json.loads(micro)
+        assert a["reward"] == b["reward"] and a["tokens"] == b["tokens"]
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5, abs=1e-7)
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-5)
+
+
+def test_chunked_logprobs_equal_one_pass(study, monkeypatch):
+    cfg, at = study
+    model, tokenizer = load_base(at.model("llama-tiny"))
+    rows = evaluate.read_split(at.data("sft"), "train")[:12]
+    ids, mask = encode_prompts(tokenizer, [r["prompt"] for r in rows])
+    completion, cmask = encode_completions(tokenizer, [r["answer"] for r in rows])
+    with torch.no_grad():
+        logits = model(input_ids=torch.cat([ids, completion], 1), attention_mask=torch.cat([mask, cmask * 0 + 1], 1),
+                       position_ids=(torch.cat([mask, cmask * 0 + 1], 1).cumsum(-1) - 1).clamp(min=0)).logits
+        one_pass = torch.gather(torch.log_softmax(logits[:, ids.shape[1] - 1 : -1].float(), -1), 2,
+                                completion.unsqueeze(-1)).squeeze(-1) * cmask  # the formula before chunking
+        monkeypatch.setattr(sequences, "LOGPROB_CHUNK_TOKENS", 2 * completion.shape[1])  # chunks of 2 rows
+        chunked = completion_logprobs(model, ids, mask, completion, cmask)
+    assert torch.equal(chunked, one_pass)
+
+
+def test_gradient_checkpointing_gives_the_same_loss_and_gradients(study, tmp_path):
+    cfg, at = study
+    run = RunId.parse("sft/qwen3-tiny/fullft/lr0.001/seed0")
+    batch = evaluate.read_split(at.data("sft"), "train")[:8]
+    out = []
+    for on in (False, True):
+        ctx = Run.start(cfg.model_copy(update={"gradient_checkpointing": on}), run, at.model("qwen3-tiny"),
+                        tmp_path / str(on))
+        assert ctx.policy.is_gradient_checkpointing == on
+        loss, _ = accumulate(ctx, batch, None)
+        out.append((float(loss), grads(ctx.policy)))
+    assert out[0][0] == pytest.approx(out[1][0], rel=1e-6)
+    assert_close_grads(out[0][1], out[1][1])
+
+
+def test_gpu_check_runs_its_code_path_on_the_cpu_and_skips_without_cuda():
+    """scripts/gpu-check at toy shapes on the CPU (the GPU run is the same code), and its no-CUDA exit."""
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    script = str(ROOT / "scripts" / "gpu-check")
+    done = subprocess.run([sys.executable, script, "--cpu", "--tiny", "--steps", "2", "--prompts", "2", "--group", "4",
+                           "--tokens", "8", "--micro-batch", "4", "--models", "qwen3-0.6b"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [r["method"] for r in results] == ["fullft", "lora-r1"]
+    assert all(r["weights_moved_share"] > 0.9 and r["gap_floor"] < 1e-3 for r in results), results
+    if not torch.cuda.is_available():
+        skipped = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+        assert skipped.returncode == 0 and "no CUDA device here" in skipped.stdout
