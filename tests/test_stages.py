@@ -92,11 +92,12 @@ def test_checkpoint_identity_covers_everything_training_depends_on(tmp_path):
     run = RunId.parse("rl/qwen3-tiny/lora-r1/lr0.001/seed0")
 
     def identity(data: dict) -> dict:
-        return Run(validate(data), run, tmp_path, model_dir, None, None, None).identity()
+        return Run(validate(data), run, tmp_path, model_dir, None, None, None, None).identity()
 
     base = identity(DEFAULT)
     for field, value in [("rollout.temperature", 0.7), ("pretrain.steps", 10), ("architecture.hidden_size", 256),
-                         ("tasks.rl.params.warmup_share", 0.4), ("rl.steps", 10), ("seed", 3)]:
+                         ("tasks.rl.params.warmup_share", 0.4), ("rl.steps", 10), ("seed", 3), ("device", "cpu"),
+                         ("gradient_checkpointing", True), ("rl.micro_batch", 8)]:
         assert identity(changed(DEFAULT, field, value)) != base, field
     assert identity(changed(DEFAULT, "evaluate.n_prompts", 64)) == base  # evaluation is not training's business
     (model_dir / "rankone.json").write_text('{"rebuilt": true}')
