@@ -21,7 +21,7 @@ from rankone.models.sequences import completion_logprobs, encode_completions, en
 from rankone.rollouts import make_engine
 from rankone.train import TRAINERS
 from rankone.train.common import Run
-from rankone.train.rl import (Freshness, StaleSamplerError, group_advantages, importance_ratio, micro_batches,
+from rankone.train.rl import (Freshness, StaleSamplerError, group_advantages, importance_ratio, micro_batch_backward,
                               policy_gradient_loss, sampler_gap)
 from rankone.train.sft import accumulate
 
@@ -234,10 +234,8 @@ def test_micro_batches_accumulate_the_whole_steps_gradients(study, tmp_path, met
     policy_gradient_loss(logprobs(slice(None)), s.sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P).backward()
     whole = grads(ctx.policy)
     episodes = keep_P.repeat_interleave(G).float().sum()
-    for rows in micro_batches(16, 3):  # slices cut across groups: rows are (B, 1) groups
-        policy_gradient_loss(logprobs(rows), s.sampler_logprobs_B_C[rows], mask_B_C[rows],
-                             advantages_P_G.reshape(-1, 1)[rows], keep_P.repeat_interleave(G)[rows],
-                             episodes).backward()
+    # slices of 3 rows cut across groups of 4
+    micro_batch_backward(logprobs, s.sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P, 3, episodes)
     assert_close_grads(whole, grads(ctx.policy))
 
 

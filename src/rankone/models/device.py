@@ -25,18 +25,9 @@ def resolve(device: str) -> torch.device:
     return torch.device(device)
 
 
-def weights_dtype(dtype: str, trains_fully: bool = False) -> str:
-    """The dtype to load weights in: fp32 masters for a policy whose every weight trains."""
-    return "float32" if trains_fully else dtype
-
-
 def autocast(device: torch.device, dtype: str):
     """bf16 compute for every forward under it when `dtype` is bfloat16; else nothing changes."""
     if dtype != "bfloat16":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=torch.bfloat16)
 
-
-def on(device: torch.device, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """`tensors` moved to `device` (no copy where they are there already)."""
-    return tuple(t.to(device) for t in tensors)

@@ -198,6 +198,25 @@ def micro_batches(n: int, size: int | None) -> list[slice]:
     return [slice(i, i + size) for i in range(0, n, size)]
 
 
+def micro_batch_backward(learner_logprobs, sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P, size: int,
+                         episodes: torch.Tensor, cap: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward and backward of the policy-gradient loss over slices of `size` rows, each normalised by
+    the whole step's kept `episodes`, so the accumulated gradients are the whole batch's.
+    `learner_logprobs(rows)` gives the learner's log-probs of those rows, with gradients. Returns the
+    batch's learner log-probs (detached) and its loss."""
+    G = advantages_P_G.shape[1]
+    advantages_B1, keep_B = advantages_P_G.reshape(-1, 1), keep_P.repeat_interleave(G)
+    parts, loss = [], torch.zeros((), device=mask_B_C.device)
+    for rows in micro_batches(len(mask_B_C), size):
+        logprobs_b_C = learner_logprobs(rows)
+        part = policy_gradient_loss(logprobs_b_C, sampler_logprobs_B_C[rows], mask_B_C[rows].float(),
+                                    advantages_B1[rows], keep_B[rows], episodes, cap)
+        part.backward()
+        parts.append(logprobs_b_C.detach())
+        loss = loss + part.detach()
+    return torch.cat(parts), loss
+
+
 def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
     r, rl = cfg.rollout, cfg.rl
     ctx = Run.start(cfg, run, model_dir, out_dir)
@@ -262,17 +281,15 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             parts, loss = [], torch.zeros((), device=device)
             with torch.set_grad_enabled(learns):
                 for x in rounds:
-                    for rows_b in micro_batches(len(x.rewards_B), rl.micro_batch):
-                        logprobs_b_C = learner_logprobs(x, rows_b)
-                        if learns and rl.micro_batch:
-                            part = policy_gradient_loss(
-                                logprobs_b_C, x.samples.sampler_logprobs_B_C[rows_b],
-                                x.samples.completion_mask_B_C[rows_b].float(),
-                                x.advantages_P_G.reshape(-1, 1)[rows_b], x.keep_P.repeat_interleave(G)[rows_b],
-                                episodes_kept, rl.truncated_is)
-                            part.backward()
-                            loss, logprobs_b_C = loss + part.detach(), logprobs_b_C.detach()
-                        parts.append(logprobs_b_C)
+                    if learns and rl.micro_batch:
+                        logprobs_B_C, part = micro_batch_backward(
+                            lambda rows, x=x: learner_logprobs(x, rows), x.samples.sampler_logprobs_B_C,
+                            x.samples.completion_mask_B_C, x.advantages_P_G, x.keep_P, rl.micro_batch, episodes_kept,
+                            rl.truncated_is)
+                        parts.append(logprobs_B_C)
+                        loss = loss + part
+                    else:
+                        parts.append(learner_logprobs(x, slice(None)))
                 learner_logprobs_B_C = pad_cat(parts)
                 if not (learns and rl.micro_batch):
                     # Under the filter only the groups with signal enter the loss. In exact arithmetic this
