@@ -16,7 +16,7 @@ from rankone import evaluate
 from rankone.config import RunId, validate
 from rankone.models import sequences
 from rankone.models.device import autocast
-from rankone.models.load import load_base, make_policy
+from rankone.models.load import load_base, load_tokenizer, make_policy
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
 from rankone.rollouts import make_engine
 from rankone.train import TRAINERS
@@ -62,11 +62,20 @@ def test_every_input_is_on_the_models_device(study, tmp_path):
     assert {"Embedding", "Linear"} <= set(seen)
 
 
+@pytest.fixture
+def two_threads():
+    """Torch on both cores for the SmolLM2 steps (the suite's jobs set one thread per process)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
 def changed(before: dict, after: dict, keep=lambda name: True) -> int:
     return sum(int((after[k].float() != before[k].float()).sum()) for k in before if keep(k))
 
 
-def test_bf16_fullft_keeps_the_small_updates_fp32_keeps(smollm2, tmp_path):
+def test_bf16_fullft_keeps_the_small_updates_fp32_keeps(smollm2, tmp_path, two_threads):
     """One FullFT step at lr 1e-6 in bf16 changes (nearly) as many saved weights as in fp32, norm weights
     included: fp32 master weights and Adam state. Adam on bf16 weights changed ~2% of them, no norms."""
     cfg, at, _ = smollm2
@@ -75,7 +84,7 @@ def test_bf16_fullft_keeps_the_small_updates_fp32_keeps(smollm2, tmp_path):
     run = RunId.parse("rl/smollm2-135m/fullft/lr1e-06/seed0")
     counts = {}
     for dtype in ("float32", "bfloat16"):
-        study = validate(real_config(tmp_path / dtype, dtype=dtype, rl={
+        study = validate(real_config(tmp_path / dtype, dtype=dtype, threads=2, rl={
             "steps": 1, "prompts_per_step": 2, "group_size": 4, "reward": "random", "log_every": 1}))
         info = TRAINERS["rl"](study, run, model_dir, at.data("rl"), tmp_path / dtype / "run")
         assert info["status"] == "completed"
@@ -113,49 +122,59 @@ def rl_steps(policy, engine, fresh: Freshness, steps: int, lr: float, sync: bool
     return gaps
 
 
-def fullft_policy(model_dir):
-    policy = make_policy(load_base(model_dir)[0], "fullft", None, "all-linear")  # fp32 masters
-    return policy.train()
+def policy_of(model_dir, method: str):
+    """FullFT on fp32 masters, or LoRA r1 on the bf16 base with an fp32 adapter (as the trainer holds them)."""
+    from rankone.config import LoraConfig
+
+    dtype = "float32" if method == "fullft" else "bfloat16"
+    return make_policy(load_base(model_dir, dtype)[0], method, LoraConfig(), "all-linear").train()
 
 
-def assert_freshness_holds_in_bf16(make, model_dir):
+# Learning rates that move each policy well past the bf16 noise in one step, and synced ones.
+# Measured (hf engine, 8 sequences of up to 16 tokens): FullFT floor 0.028, synced at 1e-5 0.025 and
+# 0.023, stale after 1e-4 0.486 at step 1; LoRA r1 floor 0.044, synced at 1e-3 0.028 and 0.027, stale
+# 0.195 at step 1.
+LRS = {"fullft": (1e-5, 1e-4), "lora-r1": (1e-3, 1e-3)}
+
+
+def assert_freshness_holds_in_bf16(make, model_dir, method: str):
     """A synced sampler passes 3 bf16 steps whose gaps sit far above fp32's 1e-3 threshold; a sampler
     never synced fails at step 1, the first step after the policy moved."""
-    fresh = Freshness(1e-3, 2.0, 0.1)
-    policy, engine = make(fullft_policy(model_dir))
-    gaps = rl_steps(policy, engine, fresh, 3, 1e-5, sync=True)
+    synced_lr, stale_lr = LRS[method]
+    policy, engine = make(policy_of(model_dir, method))
+    gaps = rl_steps(policy, engine, Freshness(1e-3, 2.0, 0.1), 3, synced_lr, sync=True)
     assert min(gaps) > 1e-3, gaps  # the bf16 noise floor: the fp32 rule alone would stop at step 0
-    policy, engine = make(fullft_policy(model_dir))
+    policy, engine = make(policy_of(model_dir, method))
     with pytest.raises(StaleSamplerError, match="step 1: .*noise floor"):
-        rl_steps(policy, engine, Freshness(1e-3, 2.0, 0.1), 3, 1e-4, sync=False)
+        rl_steps(policy, engine, Freshness(1e-3, 2.0, 0.1), 3, stale_lr, sync=False)
 
 
-def test_freshness_check_holds_in_bf16_with_the_hf_engine(smollm2):
+def test_freshness_check_holds_in_bf16_with_the_hf_engine(smollm2, two_threads):
     cfg, at, _ = smollm2
     model_dir = at.model("smollm2-135m")
-    _, tokenizer = load_base(model_dir)
+    tokenizer = load_tokenizer(model_dir)
 
     def make(policy):  # the engine samples a copy frozen at step 0 until a sync hands it the live policy
         return policy, make_engine("hf", copy.deepcopy(policy), tokenizer, 1.0, 16, dtype="bfloat16")
 
-    assert_freshness_holds_in_bf16(make, model_dir)
+    assert_freshness_holds_in_bf16(make, model_dir, "fullft")
 
 
 def test_freshness_check_holds_in_bf16_with_vllm(smollm2):
     pytest.importorskip("vllm")
     cfg, at, _ = smollm2
     model_dir = at.model("smollm2-135m")
-    _, tokenizer = load_base(model_dir)
+    tokenizer = load_tokenizer(model_dir)
     engines = []
 
     def make(policy):  # one engine for both runs: re-synced to each fresh policy
         if not engines:
-            engines.append(make_engine("vllm", policy, tokenizer, 1.0, 16, model_dir, None, 0, dtype="bfloat16"))
+            engines.append(make_engine("vllm", policy, tokenizer, 1.0, 16, model_dir, 1, 0, dtype="bfloat16"))
         engines[0].sync(policy)
         return policy, engines[0]
 
     try:
-        assert_freshness_holds_in_bf16(make, model_dir)
+        assert_freshness_holds_in_bf16(make, model_dir, "lora-r1")  # a LoRA engine: 40 s against FullFT's 66 s
     finally:
         for engine in engines:
             engine.close()
