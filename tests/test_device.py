@@ -62,15 +62,6 @@ def test_every_input_is_on_the_models_device(study, tmp_path):
     assert {"Embedding", "Linear"} <= set(seen)
 
 
-@pytest.fixture
-def two_threads():
-    """Torch on both cores for the SmolLM2 steps (the suite's jobs set one thread per process)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
-
-
 def changed(before: dict, after: dict, keep=lambda name: True) -> int:
     return sum(int((after[k].float() != before[k].float()).sum()) for k in before if keep(k))
 
@@ -149,7 +140,7 @@ def assert_freshness_holds_in_bf16(make, model_dir, method: str):
           f"{stale.value}")  # pytest -s shows them (the README's numbers)
 
 
-def test_freshness_check_holds_in_bf16_with_the_hf_engine(smollm2, two_threads):
+def test_freshness_check_holds_in_bf16_with_the_hf_engine(smollm2):
     cfg, at, _ = smollm2
     model_dir = at.model("smollm2-135m")
     tokenizer = load_tokenizer(model_dir)
