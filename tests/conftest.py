@@ -15,10 +15,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rankone import data
-from rankone.config import validate
-from rankone.models.build import build
-from rankone.paths import Layout
+from rankone.io import pin_cpu_kernels
+
+# The kernels a workflow job runs by default (cpu_kernels: avx2), set before torch loads, so that a
+# run in this process gives the bytes of the same run through `rankone` or Snakemake.
+pin_cpu_kernels("avx2")
+
+from rankone import data  # noqa: E402 - after the pins
+from rankone.config import validate  # noqa: E402
+from rankone.models.build import build  # noqa: E402
+from rankone.paths import Layout  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RGYM = {"name": "reasoning-gym", "params": {

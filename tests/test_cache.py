@@ -1,8 +1,10 @@
-"""Snakemake's between-workflow cache: a second checkout reuses the base model, unless the
-library code the stage runs has changed; a report-only change leaves training alone."""
+"""Snakemake's between-workflow cache: another study in another checkout reuses each base model,
+its own, unless the library code the stage runs has changed; a report-only change leaves
+training alone."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -14,8 +16,7 @@ from rankone.stages import source_digest
 from tests.conftest import ROOT, venv_env
 
 pytestmark = pytest.mark.slow
-TARGET = "results/smoke/models/qwen3-tiny"
-LOG = "results/smoke/logs/models/qwen3-tiny.log"
+MODELS = {"llama-tiny": "LlamaForCausalLM", "qwen3-tiny": "Qwen3ForCausalLM"}
 
 
 def checkout(dest: Path) -> Path:
@@ -26,36 +27,52 @@ def checkout(dest: Path) -> Path:
     return dest
 
 
-def build_model(workdir: Path, cache: Path) -> subprocess.CompletedProcess:
+def build_models(workdir: Path, cache: Path, experiment: str, models=tuple(MODELS)) -> subprocess.CompletedProcess:
     env = venv_env(SNAKEMAKE_OUTPUT_CACHE=str(cache))
-    out = subprocess.run([sys.executable, "-m", "snakemake", TARGET, "--cores", "2", "--cache", "data", "models",
-                          "--configfile", "config/smoke.yaml"],
+    targets = [f"results/{experiment}/models/{m}" for m in models]
+    out = subprocess.run([sys.executable, "-m", "snakemake", *targets, "--cores", "2", "--cache", "data", "models",
+                          "--configfile", "config/smoke.yaml", "--config", f"experiment={experiment}"],
                          cwd=workdir, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     return out
 
 
-def test_second_checkout_reuses_the_cached_model_until_the_code_changes(tmp_path):
+def built(workdir: Path, experiment: str, model: str) -> tuple[str, bytes, str]:
+    """A built model's architecture, its provenance bytes (host, times), and its build log."""
+    folder = workdir / "results" / experiment / "models" / model
+    architecture = json.loads((folder / "config.json").read_text())["architectures"][0]
+    log = (workdir / "results" / experiment / "logs" / "models" / f"{model}.log").read_text()
+    return architecture, (folder / "rankone.json").read_bytes(), log
+
+
+def test_another_study_reuses_each_cached_model_until_the_code_changes(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
     first = checkout(tmp_path / "first")
-    build_model(first, cache)
-    assert (first / LOG).read_text(), "the first checkout builds the model"
-    built = (first / TARGET / "rankone.json").read_bytes()  # provenance: host, start and end time
+    build_models(first, cache, "smoke")
+    originals = {}
+    for model, architecture in MODELS.items():
+        arch, provenance, log = built(first, "smoke", model)
+        assert arch == architecture and log, f"the first study builds {model} as a {architecture}"
+        originals[model] = provenance
 
+    # Another study (another experiment name) in another checkout: every model from the cache,
+    # each its own architecture (both once shared one cache key, and qwen3-tiny came back a Llama).
     second = checkout(tmp_path / "second")
-    out = build_model(second, cache)
-    assert f"{TARGET}/model.safetensors from cache" in out.stderr
-    assert not (second / LOG).read_text(), "the second checkout must not rebuild the model"
-    assert (second / TARGET / "rankone.json").read_bytes() == built
+    out = build_models(second, cache, "smoke-b")
+    for model, architecture in MODELS.items():
+        assert f"results/smoke-b/models/{model}/model.safetensors from cache" in out.stderr
+        arch, provenance, log = built(second, "smoke-b", model)
+        assert arch == architecture, f"{model} came from the cache as a {arch}"
+        assert provenance == originals[model] and not log, f"{model} must be reused, not rebuilt"
 
     third = checkout(tmp_path / "third")
     with open(third / "src/rankone/models/build.py", "a") as f:
         f.write("\n# a change to the library\n")
-    out = build_model(third, cache)
-    assert f"{TARGET}/model.safetensors from cache" not in out.stderr
-    assert (third / LOG).read_text(), "changed model code must rebuild, not reuse the cache"
-    assert (third / TARGET / "rankone.json").read_bytes() != built
+    out = build_models(third, cache, "smoke", models=("qwen3-tiny",))
+    assert "results/smoke/models/qwen3-tiny/model.safetensors from cache" not in out.stderr
+    arch, provenance, log = built(third, "smoke", "qwen3-tiny")
+    assert log and provenance != originals["qwen3-tiny"], "changed model code must rebuild, not reuse the cache"
 
 
 def test_code_digests_follow_each_stage_only(tmp_path):

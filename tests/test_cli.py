@@ -14,6 +14,7 @@ import termios
 
 
 from rankone.config import RunId
+from rankone.io import CPU_KERNELS
 from tests.conftest import ROOT
 
 RUN = "rl/llama-tiny/lora-r1/lr0.01/seed0"
@@ -84,3 +85,35 @@ def test_status_counts_completed_started_failed_and_missing_runs(fresh_study, mo
     assert f"1 completed, 2 failed, 2 started, {len(status.grid(cfg)) - 5} missing" in out.stdout
     assert f"failed: {failed.path}: see {at.train_log(failed)}" in out.stdout
     assert "report: not written yet" in out.stdout
+
+
+def native_capability() -> str:
+    """This CPU's own vector capability, as torch picks it with no pins set."""
+    env = {k: v for k, v in os.environ.items() if k not in CPU_KERNELS["avx2"]}
+    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+                         env=env, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_a_job_runs_the_pinned_cpu_kernels_and_native_ones_only_when_asked(fresh_study):
+    where, cfg = fresh_study
+    run_dir = where / "results" / cfg.experiment / "train" / RUN
+    code, log = rankone(where, "train", "--config", "study.yaml", "--run", RUN)
+    assert code == 0, log[-2000:]
+    pinned = json.loads((run_dir / "run.json").read_text())["provenance"]["cpu"]
+    assert pinned["switches"] == CPU_KERNELS["avx2"]  # read back from inside the job
+    native = native_capability()
+    if native in ("AVX2", "AVX512"):
+        assert pinned["capability"] == "AVX2", pinned
+    pinned_bytes = (run_dir / "metrics.jsonl").read_bytes()
+
+    (where / "native.yaml").write_text((where / "study.yaml").read_text().replace("cpu_kernels: avx2",
+                                                                                  "cpu_kernels: native"))
+    code, log = rankone(where, "train", "--config", "native.yaml", "--run", RUN)
+    assert code == 0, log[-2000:]
+    unpinned = json.loads((run_dir / "run.json").read_text())["provenance"]["cpu"]
+    assert unpinned["switches"] == {} and unpinned["capability"] == native
+    same = (run_dir / "metrics.jsonl").read_bytes() == pinned_bytes
+    print(f"\n{RUN}: native {native} against pinned AVX2: {'same' if same else 'other'} bytes")
+    if native == "AVX512":  # this machine's second instruction set: the pins are what made the bytes
+        assert not same, "AVX-512 and the AVX2 pins gave the same bytes: the pins did nothing here"

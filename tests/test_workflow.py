@@ -205,6 +205,7 @@ def test_a_layered_config_switches_the_rl_task(smoke, tmp_path):
 
 def test_provenance_names_the_stage_its_config_and_code(smoke):
     from rankone.config import layered_files, validate
+    from rankone.io import CPU_KERNELS
     from rankone.stages import config_digest, source_digest
 
     # the study as the workflow resolved it: the Snakefile's configfile, then --configfile
@@ -213,6 +214,7 @@ def test_provenance_names_the_stage_its_config_and_code(smoke):
     prov = read_json(smoke / Layout(cfg).train(run) / "run.json")["provenance"]
     assert prov["stage"] == "train" and prov["config_digest"] == config_digest(cfg, "train", run.regime)
     assert prov["code_digest"] == source_digest("train", smoke / "src/rankone")
+    assert prov["cpu"]["switches"] == CPU_KERNELS[cfg.cpu_kernels]  # set inside the job (in CI, a SLURM job)
     manifest = read_json(smoke / Layout(cfg).data("sft") / "manifest.json")["provenance"]
     assert manifest["stage"] == "data" and manifest["config_sections"] == ["seed", "tasks.sft"]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from rankone.config import ConfigError, RunId, StudyConfig, json_schema, load
-from rankone.io import InputError, log, setup_logging
+from rankone.io import InputError, log, pin_cpu_kernels, setup_logging
 from rankone.paths import Layout
 
 
@@ -229,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         cfg = load(args.config)
+        pin_cpu_kernels(cfg.cpu_kernels)
         if args.command == "resolve":
             write_resolved(cfg, Path(args.out))
             return 0

@@ -413,6 +413,12 @@ class StudyConfig(Grid):
         "auto", description="Where every model and tensor of a job lives: auto (CUDA when torch sees it, else the "
         "CPU), cpu or cuda (an error where there is no CUDA). Each output's provenance records the device used."
     )
+    cpu_kernels: Literal["avx2", "native"] = Field(
+        "avx2", description="CPU kernels: avx2 pins ATen's vector kernels, MKL (conditional numerical "
+        "reproducibility) and oneDNN to AVX2 before torch loads, so that x86-64 machines with AVX2 or newer run the "
+        "same kernels (rankone.io.CPU_KERNELS); native lets each library pick this CPU's fastest (AVX-512 where it "
+        "has it), and other bytes. Each output's provenance records the CPU and the kernels it ran."
+    )
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32", description="Compute dtype (bfloat16 for paper-scale models): bfloat16 runs every forward under "
         "autocast and loads weights that do not train in bf16, while FullFT keeps fp32 master weights and fp32 "

@@ -19,6 +19,12 @@ from pathlib import Path
 
 log = logging.getLogger("rankone")
 
+# The libraries' own switches that pin their CPU code paths (cpu_kernels: avx2). They are read
+# once, when each library first runs a kernel, so they are set before torch loads (rankone.cli).
+CPU_KERNELS = {
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "native": {},
+}
 TRACKED_PACKAGES = ("torch", "transformers", "peft", "tokenizers", "safetensors", "snakemake", "numpy", "pandas")
 
 
@@ -143,6 +149,7 @@ def provenance(cfg, stage: str, seed: int | None, started: float, regime: str | 
     return {
         "stage": stage,
         **({"device": device_name(cfg.device)} if "device" in sections else {}),
+        **({"cpu": cpu_info()} if "cpu_kernels" in sections else {}),
         "config_sections": sections,
         "config_digest": config_digest(cfg, stage, regime),
         "code_digest": source_digest(stage),
@@ -155,6 +162,35 @@ def provenance(cfg, stage: str, seed: int | None, started: float, regime: str | 
         "finished": _iso(time.time()),
         "command": " ".join(["rankone", *sys.argv[1:]]),
     }
+
+
+def pin_cpu_kernels(kernels: str) -> None:
+    """Set (or, for native, clear) the CPU kernel switches of `kernels` in this process and the
+    ones it starts; before torch runs anything, or they do not take."""
+    for name in CPU_KERNELS["avx2"]:
+        os.environ.pop(name, None)
+    os.environ.update(CPU_KERNELS[kernels])
+
+
+def cpu_info() -> dict:
+    """The CPU a job ran on and the kernels it used: model, torch's vector capability, BLAS, and
+    the pinning switches in effect (two runs can give the same bytes only where these agree)."""
+    import torch
+
+    model = next((line.split(":", 1)[1].strip() for line in _read_lines("/proc/cpuinfo")
+                  if line.startswith("model name")), platform.processor() or platform.machine())
+    blas = next((line.strip(" -") for line in torch.__config__.show().splitlines() if "Math Kernel Library" in line
+                 or "OpenBLAS" in line), "unknown")
+    return {"model": model, "capability": torch.backends.cpu.get_cpu_capability(), "blas": blas,
+            "threads": torch.get_num_threads(),
+            "switches": {name: os.environ[name] for name in CPU_KERNELS["avx2"] if name in os.environ}}
+
+
+def _read_lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text().splitlines()
+    except OSError:
+        return []
 
 
 def device_name(device: str) -> str:

@@ -78,6 +78,19 @@ def code(stage):
     return source_digest(stage, f"{SRC}/rankone")
 
 
+def wildcard(name):
+    """A param holding the job's `name` wildcard. The between-workflow cache keys a job on its
+    params (and its unformatted command), never its wildcards, so a cached rule names what its
+    wildcards select here: without it every model shared one cache entry. Cached rules (data,
+    models) read the study config as {STUDY_CONFIG} in their command, not as a param: its path
+    names the experiment, which their outputs do not depend on, so another study can reuse them."""
+
+    def value(wildcards):
+        return wildcards[name]
+
+    return value
+
+
 def digest(stage):
     """A param for a stage's rules: digest of the config sections `stage` reads, per job (regime, capacity size)."""
 

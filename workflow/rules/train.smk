@@ -9,7 +9,6 @@ rule train:
         run=seed_outputs(RESULTS, STUDY.seeds, "run.json"),
     log:
         f"{RESULTS}/logs/train/{CELL}.log",
-    cache: "omit-software"
     conda:
         ML_ENV
     threads: STUDY.threads
