@@ -1,5 +1,6 @@
 # rankone: how much adapter capacity does RL need? The DAG, stage by stage:
-# data -> models -> rollouts -> train -> evaluate -> analysis (+ updates, capacity, truncation, levers) -> report
+# data -> models -> rollouts -> train -> evaluate -> select -> (confirm: train, evaluate) -> analysis
+# (+ updates, capacity, truncation, levers) -> report
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -23,6 +24,7 @@ include: "workflow/rules/rollouts.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/confirm.smk"
 include: "workflow/rules/updates.smk"
 include: "workflow/rules/capacity.smk"
 include: "workflow/rules/truncation.smk"

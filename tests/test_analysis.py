@@ -5,8 +5,9 @@ import math
 import pandas as pd
 import pytest
 
-from rankone.analysis import (best_learning_rates, interval, plateau, reason, seeds_to_decide, t_multiplier, verdict,
-                              verdicts)
+from rankone.analysis import (best_learning_rates, by_step, checkpoint_rows, interval, plateau, primary, reason,
+                              seeds_to_decide, stability, t_multiplier, trajectory, verdict, verdicts)
+from rankone.config import RunId
 
 
 def runs(rows):
@@ -87,7 +88,7 @@ def gap_runs(gaps: list[float], metric_offset: float = 0.0) -> pd.DataFrame:
         for method, value in (("fullft", 0.5), ("lora-r1", 0.5 + gap)):
             rows.append({"regime": "rl", "model": "m", "method": method, "rank": None if method == "fullft" else 1,
                          "lr": 1e-3, "seed": seed, "status": "completed", "val_score": value,
-                         "test_score": value, "test_greedy_accuracy": value + metric_offset})
+                         "test_score": value, "test_greedy": value + metric_offset})
     return pd.DataFrame(rows)
 
 
@@ -169,3 +170,58 @@ def test_bits_recalled_follow_fanos_bound():
     assert bits_recalled(10, 10_000, 0.0001) == pytest.approx(0.0, abs=1e-9)  # chance recall: nothing
     assert bits_recalled(10, 10, 1.0) == pytest.approx(10 * math.log2(10))
     assert bits_recalled(10, 2, 0.1) == pytest.approx(bits_recalled(10, 2, 0.9))  # always wrong on a bit: as telling
+
+
+def evaluated(scores: list[tuple[int, float]]) -> dict:
+    """An evaluate line with late checkpoints (step, mean reward on val and test)."""
+    return {"checkpoints": [{"step": step, "val": {"mean_reward": r, "greedy_accuracy": r / 2},
+                             "test": {"mean_reward": r + 0.1, "greedy_accuracy": r}} for step, r in scores]}
+
+
+def test_the_tail_score_is_the_mean_over_the_late_checkpoints_and_final_is_the_last(study):
+    cfg, _ = study
+    rows = checkpoint_rows(RunId.parse("rl/m/lora-r1/lr0.001/seed0"), evaluated([(6, 0.2), (7, 0.4), (8, 0.9)]))
+    assert [r["step"] for r in rows] == [6, 7, 8]
+    tail = primary(cfg, rows)
+    assert tail["val_score"] == pytest.approx(0.5) and tail["test_score"] == pytest.approx(0.6)
+    assert tail["test_greedy"] == pytest.approx(0.5) and tail["val_greedy"] == pytest.approx(0.25)
+    final = primary(cfg.model_copy(update={"analysis": cfg.analysis.model_copy(update={"score": "final"})}), rows)
+    assert final["val_score"] == pytest.approx(0.9) and final["test_score"] == pytest.approx(1.0)
+    sft = checkpoint_rows(RunId.parse("sft/m/fullft/lr0.001/seed0"),
+                          {"checkpoints": [{"step": 3, **{s: {"nll": 2.0, "greedy_accuracy": 0.1} for s in ("val", "test")}}]})
+    assert sft[0]["test_score"] == -2.0  # SFT's score is -NLL: higher is better
+
+
+def checkpoint_table(gaps_by_step: dict[int, list[float]]) -> pd.DataFrame:
+    rows = []
+    for step, gaps in gaps_by_step.items():
+        for seed, gap in enumerate(gaps):
+            for method, value in (("fullft", 0.5), ("lora-r1", 0.5 + gap)):
+                rows.append({"regime": "rl", "model": "m", "method": method, "lr": 1e-3, "seed": seed, "step": step, "status": "completed",
+                             "val_score": value, "test_score": value, "test_greedy": 0.5})
+    return pd.DataFrame(rows)
+
+
+def test_a_verdict_that_flips_at_the_last_checkpoint_is_not_stable(study):
+    cfg, _ = study
+    parity = [0.001, -0.001, 0.002, 0.0, -0.002]
+    worse = [-0.3, -0.31, -0.29, -0.3, -0.32]
+    flips = checkpoint_table({105: parity, 122: parity, 140: parity, 175: worse})
+    best = best_learning_rates(flips[flips.step == 175])
+    steps = trajectory(cfg, flips, best)
+    score = steps[steps.metric == "score"]
+    assert score.step.tolist() == [105, 122, 140, 175]
+    assert score.verdict.tolist() == ["parity", "parity", "parity", "worse"]
+    table = stability(verdicts(cfg, flips[flips.step == 105], best), steps).set_index("metric")
+    assert table.loc["score", "verdict"] == "parity" and not table.loc["score", "stable"]
+    assert table.loc["score", "by_step"] == "parity at 105-140, worse at 175"
+    assert table.loc["greedy_accuracy", "stable"]  # greedy accuracy never moves here
+
+    steady = checkpoint_table({105: parity, 140: parity})
+    table = stability(verdicts(cfg, steady[steady.step == 140], best), trajectory(cfg, steady, best))
+    assert table.set_index("metric").loc["score", "stable"]
+
+
+def test_by_step_names_each_run_of_one_verdict():
+    assert by_step([5, 6, 7, 8], ["parity", "parity", "worse", "parity"]) == "parity at 5-6, worse at 7, parity at 8"
+    assert by_step([8], ["better"]) == "better at 8"

@@ -69,6 +69,13 @@ BAD = [
     ({"architecture": {"hidden_size": 30, "num_attention_heads": 4}}, "divisible"),
     ({"lora": {"alpha": 32, "target_modules": "everything"}}, "lora.target_modules"),
     ({"unknown_field": 1}, "unknown_field"),
+    ({"confirmation": {"seeds": {"rl": [1, 7]}}}, r"confirmation.seeds.rl \[1\] are also in seeds"),
+    ({"confirmation": {"seeds": {"rl": [7]}}}, "confirmation.seeds.rl: at least 2 seeds"),
+    ({"regimes": ["sft"], "confirmation": {"seeds": {"rl": [7, 8]}}}, "regime 'rl' is not in regimes"),
+    ({"evaluate": {"at": [0.9, 0.8]}}, "evaluate.at"),
+    ({"evaluate": {"at": [0.0, 1.0]}}, "evaluate.at"),
+    ({"analysis": {"score": "best"}}, "analysis.score"),
+    ({"cpu_kernels": "avx512"}, "cpu_kernels"),
     ({"models": ["llama-tiny", "mine"], "local_models": {"mine": "/nonexistent/checkpoint"}},
      "local_models: mine: no transformers checkpoint at '/nonexistent/checkpoint'"),
     ({"results_dir": "/proc/rankone-results"}, "results_dir: cannot write under"),
@@ -193,3 +200,20 @@ def test_truncation_needs_fullft_rl_runs():
         validate(smoke_dict(methods=["lora-r1"], levers=None))
     with pytest.raises(ConfigError, match="ranks must be positive, distinct and increasing"):
         validate(smoke_dict(truncation={"ranks": [4, 2]}))
+
+
+def test_the_confirmation_study_reruns_each_chosen_lr_on_fresh_seeds_only():
+    data = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    data["confirmation"] = {"seeds": {"rl": [10, 11, 12]}}
+    cfg = validate(data)
+    chosen = {(r.regime, r.model, r.method): r.lr * (2 if r.method == "fullft" else 1) for r in cfg.runs()}
+    confirm = cfg.confirm_study(chosen, "rl")
+    runs = confirm.runs()
+    assert {r.regime for r in runs} == {"rl"} and cfg.confirmed_regimes() == ["rl"]
+    assert {r.seed for r in runs} == {10, 11, 12} and not {r.seed for r in runs} & set(cfg.seeds)
+    assert all(r.lr == chosen[(r.regime, r.model, r.method)] for r in runs)
+    assert len(runs) == len(cfg.models) * len(cfg.methods) * 3
+    with pytest.raises(ConfigError, match="no confirmation.seeds"):
+        cfg.confirm_study(chosen, "sft")
+    with pytest.raises(ConfigError, match="run the select stage first"):
+        cfg.confirm_study({}, "rl")

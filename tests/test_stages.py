@@ -15,7 +15,8 @@ from rankone.train.common import Run
 from tests.conftest import ROOT
 
 DEFAULT = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
-AFTER_TRAIN = {"train", "evaluate", "analysis", "updates", "capacity", "truncation", "levers", "report"}
+AFTER_TRAIN = {"train", "evaluate", "select", "analysis", "updates", "capacity", "truncation", "levers", "report"}
+AFTER_SELECT = {"select", "analysis", "updates", "capacity", "truncation", "levers", "report"}
 AFTER_MODELS = {"models", "rollouts", *AFTER_TRAIN}
 EVERYTHING = {"data", *AFTER_MODELS}
 
@@ -37,9 +38,13 @@ CHANGES = [  # (dotted field, new value, the stages that must rerun)
     ("rl.max_logprob_gap", 0.01, AFTER_TRAIN),
     ("sft.batch_size", 32, AFTER_TRAIN),
     ("lora.alpha", 16, AFTER_TRAIN),
-    ("evaluate.n_prompts", 64, {"evaluate", "analysis", "updates", "capacity", "truncation", "levers", "report"}),
-    ("analysis.confidence", 0.9, {"analysis", "updates", "capacity", "truncation", "levers", "report"}),
-    ("analysis.greedy_margin", 0.1, {"analysis", "updates", "capacity", "truncation", "levers", "report"}),
+    ("cpu_kernels", "native", AFTER_MODELS),
+    ("evaluate.n_prompts", 64, {"evaluate", *AFTER_SELECT}),
+    ("evaluate.at", [0.8, 1.0], AFTER_TRAIN),  # training saves the weights at those checkpoints
+    ("analysis.confidence", 0.9, AFTER_SELECT),
+    ("analysis.greedy_margin", 0.1, AFTER_SELECT),
+    ("analysis.score", "final", AFTER_SELECT),  # chooses the lr too
+    ("confirmation", {"seeds": [10, 11]}, AFTER_SELECT - {"select"}),
 ]
 
 

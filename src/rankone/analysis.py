@@ -1,9 +1,16 @@
 """The analysis stage: reads run outputs only (never training code) and decides.
 
-- `runs.csv`: one row per run, with its val and test metrics and information counts.
+- `runs.csv`: one row per run, with its val and test metrics (the final weights') and
+  information counts, and its primary scores `val_score`, `test_score`, `val_greedy`,
+  `test_greedy`: with `analysis.score: tail` (the default, fixed before the run) the mean
+  over the late checkpoints of `evaluate.at`, with `final` the final weights' alone.
+- `checkpoints.csv`: every run's score and greedy accuracy at each late checkpoint.
 - `curves.csv`: the per-step learning curve of every run (RL reward, SFT loss), and for
   RL the per-step reward and advantage entropies and the cumulative information bound.
-- `best_lr.csv`: the best learning rate per (regime, model, method), chosen on **val**.
+- `best_lr.csv`: the best learning rate per (regime, model, method), chosen on the **val**
+  primary score.
+- `trajectory.csv`: the verdict at every late checkpoint, at those learning rates; each
+  verdict's `stable` says whether they all agree with it, and `by_step` lists them.
 - `lr_vs_rank.csv`, `early_curves.csv`: best lr per rank against FullFT's, and how
   closely the ranks' early learning curves coincide at equal lr.
 - `layers.csv`: attention-only and MLP-only LoRA against all-linear at equal rank.
@@ -31,8 +38,9 @@ from rankone.io import atomic_path, read_json, read_jsonl, write_json
 from rankone.paths import Layout
 
 SCORE = {"rl": ("mean_reward", 1.0), "sft": ("nll", -1.0)}  # metric, sign (higher score is better)
-# What each verdict compares: the score (chooses the lr), and greedy accuracy at that lr.
-METRICS = {"score": "test_score", "greedy_accuracy": "test_greedy_accuracy"}
+# What each verdict compares: the score (chooses the lr), and greedy accuracy at that lr; both
+# the run's primary value (analysis.score: the tail mean or the final checkpoint's).
+METRICS = {"score": "score", "greedy_accuracy": "greedy"}
 MAX_SEEDS = 1000  # seeds_to_decide is capped here
 CURVE = {"rl": "reward", "sft": "loss"}
 # RL's per-step information: entropy of the batch's rewards, mean entropy of a group's
@@ -45,8 +53,29 @@ class IncompleteRunError(RuntimeError):
     """A run's outputs are missing or not marked complete."""
 
 
-def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame]:
-    rows, curves = [], []
+def checkpoint_rows(run, evaluated: dict) -> list[dict]:
+    """One row per late checkpoint of a run: its step and, per split, the score and greedy accuracy."""
+    metric, sign = SCORE[run.regime]
+    return [{"regime": run.regime, "model": run.model, "method": run.method, "lr": run.lr, "seed": run.seed,
+             "step": c["step"], **{f"{split}_{name}": value for split in ("val", "test")
+                                   for name, value in (("score", sign * c[split][metric]),
+                                                       ("greedy", c[split]["greedy_accuracy"]))}}
+            for c in evaluated.get("checkpoints", [])]
+
+
+def primary(cfg: StudyConfig, checkpoints: list[dict]) -> dict:
+    """The run's primary scores, `<split>_score` and `<split>_greedy`: the mean over its late
+    checkpoints (analysis.score: tail) or its final checkpoint's (final); NaN when it has none."""
+    chosen = checkpoints[-1:] if cfg.analysis.score == "final" else checkpoints
+    keys = [f"{split}_{name}" for split in ("val", "test") for name in ("score", "greedy")]
+    if not chosen:
+        return dict.fromkeys(keys, math.nan)
+    return {k: sum(c[k] for c in chosen) / len(chosen) for k in keys}
+
+
+def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Per run (runs.csv), per step (curves.csv) and per late checkpoint (checkpoints.csv)."""
+    rows, curves, checkpoints = [], [], []
     evaluations: dict[str, dict] = {}
     for regime, model, method in {(r.regime, r.model, r.method) for r in cfg.runs()}:
         path = at.evaluation(regime, model, method)
@@ -67,9 +96,12 @@ def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame]:
         }
         for split in ("val", "test"):
             for key, value in evaluated.get(split, {}).items():
-                row[f"{split}_{key}"] = value
+                row[f"{split}_{key}"] = value  # the final weights'
             value = evaluated.get(split, {}).get(metric)
-            row[f"{split}_score"] = sign * value if value is not None else math.nan
+            row[f"{split}_final_score"] = sign * value if value is not None else math.nan
+        scored = checkpoint_rows(run, evaluated)
+        row.update(primary(cfg, scored), tail_steps=" ".join(str(c["step"]) for c in scored))
+        checkpoints += scored
         row["info_bound_bits"] = trained.get("info_bound_bits")
         row["format_collapse"] = trained.get("format_collapse", {}).get("flagged")
         row["bits_absorbed"] = evaluated.get("bits_absorbed")
@@ -82,7 +114,7 @@ def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame]:
         tail = steps[-max(1, len(steps) // 10):]
         row["train_final"] = sum(s.get(CURVE[run.regime], math.nan) for s in tail) / len(tail) if tail else math.nan
         rows.append(row)
-    return pd.DataFrame(rows), pd.DataFrame(curves)
+    return pd.DataFrame(rows), pd.DataFrame(curves), pd.DataFrame(checkpoints)
 
 
 def best_learning_rates(runs: pd.DataFrame) -> pd.DataFrame:
@@ -199,7 +231,8 @@ def compare(mine: pd.Series, base: pd.Series, margin: float, confidence: float) 
 
 
 def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
-    """Each method against FullFT, each at its own best lr, paired by seed, per metric."""
+    """Each method against FullFT, each at its own best lr, paired by seed, per metric, on the rows
+    of `runs` (one per run: its primary scores, or one checkpoint's)."""
     out = []
     edges = best.set_index(["regime", "model", "method"])["edge"]
     chosen = runs.merge(best[["regime", "model", "method", "lr"]], on=["regime", "model", "method", "lr"])
@@ -211,7 +244,8 @@ def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.Dat
             if method == "fullft":
                 continue
             mine = g.set_index("seed")
-            for metric, column in METRICS.items():
+            for metric, name in METRICS.items():
+                column = f"test_{name}"
                 if column not in mine:
                     continue
                 out.append({
@@ -222,6 +256,49 @@ def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.Dat
                     **compare(mine[column], fullft[column], margin_of(cfg, regime, metric), cfg.analysis.confidence),
                 })
     return pd.DataFrame(out)
+
+
+VERDICT_KEY = ["regime", "model", "method", "metric"]
+
+
+def trajectory(cfg: StudyConfig, checkpoints: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+    """The verdict at every late checkpoint: each method against FullFT on that step's test scores,
+    at the learning rates the primary score chose (trajectory.csv)."""
+    frames = [verdicts(cfg, g, best).assign(step=int(step)) for step, g in checkpoints.groupby("step")] \
+        if len(checkpoints) else []
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=[*VERDICT_KEY, "step", "gap", "ci_low", "ci_high", "verdict"])
+    return pd.concat(frames).sort_values([*VERDICT_KEY, "step"]).reset_index(drop=True)
+
+
+def by_step(steps: list[int], labels: list[str]) -> str:
+    """Runs of one verdict over consecutive checkpoints, e.g. "parity at 105-140, worse at 158-175"."""
+    parts, start = [], 0
+    for i in range(1, len(steps) + 1):
+        if i == len(steps) or labels[i] != labels[start]:
+            span = f"{steps[start]}" if i - 1 == start else f"{steps[start]}-{steps[i - 1]}"
+            parts.append(f"{labels[start]} at {span}")
+            start = i
+    return ", ".join(parts)
+
+
+def stability(table: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """`table` (verdicts.csv) with `stable` (the verdict at every late checkpoint agrees with the
+    primary verdict) and `by_step` (the verdicts at the checkpoints, in words)."""
+    if not len(table):
+        return table.assign(stable=pd.Series(dtype=bool), by_step=pd.Series(dtype=str))
+    grouped = {key: g for key, g in steps.groupby(VERDICT_KEY)} if len(steps) else {}
+    stable, words = [], []
+    for r in table.itertuples():
+        g = grouped.get((r.regime, r.model, r.method, r.metric))
+        if g is None:
+            stable.append(True)
+            words.append("")
+            continue
+        stable.append(bool((g.verdict == r.verdict).all()))
+        words.append(by_step(g.step.tolist(), g.verdict.tolist()))
+    return table.assign(stable=stable, by_step=words)
 
 
 def plateau(cfg: StudyConfig, curves: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
@@ -321,18 +398,56 @@ def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: La
     return table
 
 
-def run(cfg: StudyConfig, at: Layout) -> None:
-    runs, curves = collect(cfg, at)
+def select(cfg: StudyConfig, at: Layout) -> pd.DataFrame:
+    """The select stage: each method's best lr on the sweep's val scores (best_lr.csv), before
+    any verdict; the confirmation runs rerun exactly these."""
+    runs, _, _ = collect(cfg, at)
     best = best_learning_rates(runs)
+    at.analysis.mkdir(parents=True, exist_ok=True)
+    with atomic_path(at.analysis / "best_lr.csv") as tmp:
+        best.to_csv(tmp, index=False)
+    return best
+
+
+def read_best(at: Layout) -> pd.DataFrame:
+    path = at.analysis / "best_lr.csv"
+    if not path.is_file():
+        raise IncompleteRunError(f"missing {path}: run the select stage first (rankone select)")
+    return pd.read_csv(path, keep_default_na=False)
+
+
+def chosen(at: Layout) -> dict[tuple[str, str, str], float]:
+    """(regime, model, method) -> the lr select chose for it."""
+    return {(r.regime, r.model, r.method): float(r.lr) for r in read_best(at).itertuples()}
+
+
+def _without(frame: pd.DataFrame, regimes: list[str]) -> pd.DataFrame:
+    return frame[~frame.regime.isin(regimes)] if len(frame) else frame
+
+
+def run(cfg: StudyConfig, at: Layout) -> None:
+    """Every table below from the sweep's runs, but the verdicts (and the trajectory and layers
+    tables) from the runs that judge: with a confirmation section its fresh seeds, else the sweep's."""
+    runs, curves, checkpoints = collect(cfg, at)
+    best = read_best(at)
+    judged, judged_checkpoints = runs, checkpoints
+    confirmed = cfg.confirmed_regimes()
+    if confirmed:  # each confirmed regime's runs replace the sweep's in the verdicts
+        parts = [collect(cfg.confirm_study(chosen(at), regime), at.confirm()) for regime in confirmed]
+        judged = pd.concat([_without(runs, confirmed), *(p[0] for p in parts)], ignore_index=True)
+        judged_checkpoints = pd.concat([_without(checkpoints, confirmed), *(p[2] for p in parts)], ignore_index=True)
+    steps = trajectory(cfg, judged_checkpoints, best)
     table = {
         "runs.csv": runs,
+        **({"confirm_runs.csv": judged[judged.regime.isin(confirmed)]} if confirmed else {}),
         "curves.csv": curves,
-        "best_lr.csv": best,
-        "verdicts.csv": verdicts(cfg, runs, best),
+        "checkpoints.csv": judged_checkpoints,
+        "verdicts.csv": stability(verdicts(cfg, judged, best), steps),
+        "trajectory.csv": steps,
         "information.csv": information(cfg, runs, best, at),
         "lr_vs_rank.csv": lr_vs_rank(best),
         "early_curves.csv": early_coincidence(curves, cfg.analysis.early_steps),
-        "layers.csv": layers(cfg, runs, best),
+        "layers.csv": layers(cfg, judged, best),
         "plateau.csv": plateau(cfg, curves, best),
     }
     out: Path = at.analysis
@@ -342,6 +457,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
             frame.to_csv(tmp, index=False)
     write_json(out / "summary.json", {
         "runs": len(runs),
+        "confirmation_runs": int(judged.regime.isin(confirmed).sum()),
         "diverged": int((runs.status != "completed").sum()),
         "verdicts": table["verdicts.csv"].to_dict(orient="records"),
     })

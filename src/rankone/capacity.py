@@ -33,7 +33,7 @@ from rankone.paths import Layout
 
 def size_table(sub: StudyConfig, at: Layout, n_facts: int) -> pd.DataFrame:
     """One table size: every method at its best lr, with bits stored and the gap to FullFT."""
-    runs, _ = collect(sub, at)
+    runs, _, _ = collect(sub, at)
     best = best_learning_rates(runs)
     chosen = runs.merge(best[["regime", "model", "method", "lr", "at_grid_edge"]],
                         on=["regime", "model", "method", "lr"])

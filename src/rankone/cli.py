@@ -21,9 +21,16 @@ from rankone.paths import Layout
 
 def _scoped(cfg: StudyConfig, args) -> tuple[StudyConfig, Layout]:
     """The study and layout a job runs in: the study itself, with --capacity N its capacity
-    sub-study at table size N, or with --lever NAME that lever's sub-study."""
-    if args.capacity is not None and args.lever is not None:
-        raise ConfigError("--capacity and --lever name different sub-studies; give one")
+    sub-study at table size N, with --lever NAME that lever's sub-study, or with --confirm its
+    confirmation runs (each method at the best lr the select stage chose)."""
+    confirm = getattr(args, "confirm", False)
+    if sum([args.capacity is not None, args.lever is not None, confirm]) > 1:
+        raise ConfigError("--capacity, --lever and --confirm name different sub-studies; give one")
+    if confirm:
+        from rankone.analysis import chosen
+
+        regime = (getattr(args, "run", None) or getattr(args, "method", None) or getattr(args, "regime", "")).split("/")[0]
+        return cfg.confirm_study(chosen(Layout(cfg)), regime), Layout(cfg).confirm()
     if args.capacity is not None:
         return cfg.capacity_study(args.capacity), Layout(cfg).capacity(args.capacity)
     if args.lever is not None:
@@ -82,6 +89,12 @@ def cmd_evaluate(cfg: StudyConfig, args) -> None:
         evaluate.run(cfg, *parts, at)
     except ValueError as err:
         raise ConfigError(str(err)) from None
+
+
+def cmd_select(cfg: StudyConfig, args) -> None:
+    from rankone import analysis
+
+    analysis.select(cfg, Layout(cfg))
 
 
 def cmd_analysis(cfg: StudyConfig, args) -> None:
@@ -186,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--capacity", type=int, metavar="N_FACTS",
                            help="run in the capacity sub-study at this table size (capacity.n_facts)")
             p.add_argument("--lever", metavar="NAME", help="run in this lever's sub-study (levers.variants)")
+            p.add_argument("--confirm", action="store_true",
+                           help="run in the confirmation sub-study (confirmation.seeds, at the lrs select chose)")
         p.set_defaults(func=func)
 
     stage("data", cmd_data, "build a task's splits", capacity=True, regime="rl or sft")
@@ -195,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
           run="<regime>/<model>/<method>/lr<lr>[/seed<seed>] (without the seed: all the study's seeds)")
     stage("evaluate", cmd_evaluate, "evaluate every run of one method (all lrs, seeds)", capacity=True,
           method="<regime>/<model>/<method>, e.g. rl/qwen3-tiny/lora-r1")
-    stage("analysis", cmd_analysis, "tables, best learning rates, verdicts")
+    stage("select", cmd_select, "best learning rate per method on val (analysis/best_lr.csv), which the "
+          "confirmation runs and the verdicts use")
+    stage("analysis", cmd_analysis, "tables and verdicts (after select)")
     stage("capacity", cmd_capacity, "capacity experiment: bits stored per table size and rank, fall-off rank")
     stage("updates", cmd_updates, "structure of FullFT weight updates (share changed, rank, overlap)")
     stage("levers", cmd_levers, "levers experiment: each RL lever against plain RL at equal episodes")

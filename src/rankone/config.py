@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 # fullft; lora-r<rank> with an optional layer scope: -attn (attention only), -mlp (MLP only);
 # or tinylora-u<u>: TinyLoRA with a trainable vector of u entries (shared by every adapted layer by default).
@@ -276,6 +276,24 @@ class EvaluateConfig(Strict):
         256, gt=0, description="Prompts per call of the rollout engine (memory: each call samples "
         "batch_prompts x samples_per_prompt sequences)."
     )
+    at: list[float] = Field(
+        default_factory=lambda: [0.6, 0.7, 0.8, 0.9, 1.0], min_length=1,
+        description="The late checkpoints every run is evaluated at, as fractions of its steps (increasing, in "
+        "(0, 1]; 1.0 is the final weights; see tail_steps). Training saves the weights there; a run's tail score is "
+        "the mean over them (analysis.score), and the report shows the verdict at each one.",
+    )
+
+    @field_validator("at")
+    @classmethod
+    def _at(cls, at: list[float]) -> list[float]:
+        if any(not 0 < f <= 1 for f in at) or any(b <= a for a, b in zip(at, at[1:])):
+            raise ValueError(f"{at}: fractions of the steps must be increasing and in (0, 1]")
+        return at
+
+
+def tail_steps(at: list[float], steps: int) -> list[int]:
+    """The steps (counted from 1, after that many updates) that the fractions `at` of `steps` fall on."""
+    return sorted({min(steps, max(1, round(f * steps))) for f in at})
 
 
 class AnalysisConfig(Strict):
@@ -296,6 +314,11 @@ class AnalysisConfig(Strict):
     early_steps: int = Field(
         10, gt=0, description="Steps over which learning curves of different ranks at one lr are compared."
     )
+    score: Literal["tail", "final"] = Field(
+        "tail", description="A run's primary score, fixed before the run: tail, the mean over the checkpoints of "
+        "evaluate.at (a verdict that a single stop step can flip is not an answer), or final, the last weights' "
+        "alone. Best learning rates are chosen on it (val), and verdicts judged on it (test)."
+    )
 
 
 class Grid(Strict):
@@ -310,6 +333,23 @@ class Grid(Strict):
     @classmethod
     def _seeds(cls, seeds: list[int]) -> list[int]:
         return check_unique(seeds, "seeds")
+
+
+class ConfirmationConfig(Strict):
+    seeds: dict[Literal["rl", "sft"], list[int]] = Field(
+        description="Per regime, the fresh seeds each method's best lr is rerun on after the sweep (the sweep's "
+        "`seeds` choose the lr on val); that regime's verdicts are judged on these alone, so the seeds that choose "
+        "never judge. A regime not listed is judged on the sweep's seeds."
+    )
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, seeds: dict[str, list[int]]) -> dict[str, list[int]]:
+        for regime, values in seeds.items():
+            if len(values) < 2:
+                raise ValueError(f"confirmation.seeds.{regime}: at least 2 seeds (an interval needs two)")
+            check_unique(values, f"confirmation.seeds.{regime}")
+        return seeds
 
 
 class CapacityConfig(Grid):
@@ -453,6 +493,11 @@ class StudyConfig(Grid):
     seeds: list[int] = Field(min_length=1, description="Training seeds; each run is repeated per seed.")
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
+    confirmation: ConfirmationConfig | None = Field(
+        None, description="Optional confirmation: each method's best lr (on val, over the sweep's seeds) rerun on "
+        "fresh seeds under results/<experiment>/confirm/, and the verdicts judged there. Without it the verdicts are "
+        "judged on the seeds that chose the lr."
+    )
     capacity: CapacityConfig | None = Field(
         None, description="Optional capacity experiment: SFT on facts tables of several sizes (tasks.sft must be facts)."
     )
@@ -462,6 +507,9 @@ class StudyConfig(Grid):
     levers: LeversConfig | None = Field(
         None, description="Optional levers experiment: RL with each lever switched on, against plain RL."
     )
+
+    # A confirmation sub-study's one lr per (regime, model, method) (confirm_study); empty: the grid.
+    _chosen: dict[tuple[str, str, str], float] = PrivateAttr(default_factory=dict)
 
     @field_validator("models")
     @classmethod
@@ -515,6 +563,12 @@ class StudyConfig(Grid):
                     f"models: unknown model {m!r}; known models: {', '.join(sorted(PRESETS))} "
                     "(or add it under local_models)"
                 )
+        for regime, seeds in (self.confirmation.seeds if self.confirmation else {}).items():
+            if regime not in self.regimes:
+                raise ValueError(f"confirmation.seeds.{regime}: regime {regime!r} is not in regimes {self.regimes}")
+            if set(seeds) & set(self.seeds):
+                raise ValueError(f"confirmation.seeds.{regime} {sorted(set(seeds) & set(self.seeds))} are also in "
+                                 "seeds: confirmation needs fresh seeds, never the ones that chose the lr")
         for regime in self.regimes:
             if regime not in self.tasks:
                 raise ValueError(f"tasks.{regime} is missing but regime {regime!r} is listed in regimes")
@@ -601,7 +655,7 @@ class StudyConfig(Grid):
         data = self.model_dump(mode="json")
         data["tasks"]["sft"]["params"].update(self._capacity_params(n_facts))
         data.update(regimes=["sft"], methods=self.capacity.methods, seeds=self.capacity.seeds, capacity=None,
-                    truncation=None, levers=None)
+                    confirmation=None, truncation=None, levers=None)
         return validate(data, source=f"capacity study n_facts={n_facts}")
 
     def lever_study(self, name: str) -> StudyConfig:
@@ -614,8 +668,28 @@ class StudyConfig(Grid):
         data = self.model_dump(mode="json")
         data["rl"].update(self.levers.variants[name])
         data.update(regimes=["rl"], methods=self.levers.methods, seeds=self.levers.seeds, capacity=None,
-                    truncation=None, levers=None)
+                    confirmation=None, truncation=None, levers=None)
         return validate(data, source=f"lever study {name!r}")
+
+    def confirmed_regimes(self) -> list[str]:
+        """The regimes whose verdicts are judged on confirmation runs."""
+        return [g for g in self.regimes if self.confirmation and g in self.confirmation.seeds]
+
+    def confirm_study(self, chosen: dict[tuple[str, str, str], float], regime: str) -> StudyConfig:
+        """The confirmation sub-study of `regime`: each (model, method) at its `chosen` learning rate
+        (the sweep's best on val), on confirmation.seeds[regime] (and the parent's everything else)."""
+        if regime not in self.confirmed_regimes():
+            raise ConfigError(f"regime {regime!r} has no confirmation.seeds")
+        missing = sorted({(r.regime, r.model, r.method) for r in self.runs() if r.regime == regime} - set(chosen))
+        if missing:
+            raise ConfigError(f"no chosen learning rate for {', '.join('/'.join(m) for m in missing)}: run the select "
+                              "stage first")
+        data = self.model_dump(mode="json")
+        data.update(regimes=[regime], seeds=self.confirmation.seeds[regime], confirmation=None, capacity=None,
+                    truncation=None, levers=None)
+        study = validate(data, source="confirmation study")
+        study._chosen = dict(chosen)
+        return study
 
     def measures_storage(self, regime: str) -> bool:
         """Whether `regime`'s runs get their final train NLL measured (bits absorbed, bits stored):
@@ -640,7 +714,7 @@ class StudyConfig(Grid):
             for regime in self.regimes
             for model in self.models
             for method in self.methods
-            for lr in self.lr_grid(regime, method)
+            for lr in (self.lr_grid(regime, method) if not self._chosen else [self._chosen[(regime, model, method)]])
             for seed in self.seeds
         ]
 

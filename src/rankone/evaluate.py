@@ -17,15 +17,16 @@ from pathlib import Path
 
 import torch
 
-from rankone.config import RunId, StudyConfig, lora_rank
+from rankone.config import RunId, StudyConfig, lora_rank, tail_steps
 from rankone.info import NATS_TO_BITS
 from rankone.data import read_split
-from rankone.io import log, provenance, read_json, seed_everything, write_jsonl
+from rankone.io import InputError, log, provenance, read_json, seed_everything, write_jsonl
 from rankone.models.device import autocast, resolve
 from rankone.models.load import load_base, load_policy
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
 from rankone.rollouts import make_engine
 from rankone.tasks.confidence import calibration
+from rankone.paths import snapshot
 
 
 @torch.no_grad()
@@ -104,15 +105,22 @@ class Scorer:
             self.engine.close()
 
 
-def evaluate_run(cfg: StudyConfig, run: RunId, model_dir: Path, splits: dict, base_train_nats: float | None,
-                 train_dir: Path, scorer: Scorer) -> dict:
-    seed_everything(run.seed, cfg.threads)
-    trained = read_json(train_dir / "run.json")
-    result: dict = {"run": run.path, "status": trained["status"]}
-    if trained["status"] != "completed":
-        return result
-    model, tokenizer = load_policy(model_dir, train_dir / "weights", run.method, cfg.dtype, resolve(cfg.device))
-    task, engine = cfg.tasks[run.regime].task(), scorer(model, tokenizer, run.seed)
+def checkpoints(cfg: StudyConfig, run: RunId, train_dir: Path, steps_completed: int) -> list[tuple[int, Path]]:
+    """(step, weights folder) of every late checkpoint of a completed run (evaluate.at of its
+    regime's steps), the final weights last. A run that stopped early (the variance filter's
+    episode budget) has only the checkpoints it reached."""
+    planned = tail_steps(cfg.evaluate.at, getattr(cfg, run.regime).steps)
+    found = [(s, snapshot(train_dir, s)) for s in planned if s < steps_completed]
+    missing = [str(p) for _, p in found if not p.is_dir()]
+    if missing:
+        raise InputError(f"{run.path}: missing snapshots {', '.join(missing)}: retrain the run (the train stage "
+                         "saves them at evaluate.at)")
+    return [*found, (steps_completed, train_dir / "weights")]
+
+
+def score_splits(cfg: StudyConfig, run: RunId, model, tokenizer, engine, task, splits: dict) -> dict:
+    """Val and test scores of one set of weights (for SFT also the answers' NLL)."""
+    result = {}
     for split in ("val", "test"):
         rows = splits[split]
         result[split] = score(cfg, engine, task, rows, run.seed)
@@ -120,6 +128,24 @@ def evaluate_run(cfg: StudyConfig, run: RunId, model_dir: Path, splits: dict, ba
             nats, tokens = answer_nll_nats(model, tokenizer, rows, dtype=cfg.dtype)
             result[split]["nll"] = nats / tokens
             result[split]["nll_bits_per_token"] = nats / tokens * NATS_TO_BITS
+    return result
+
+
+def evaluate_run(cfg: StudyConfig, run: RunId, model_dir: Path, splits: dict, base_train_nats: float | None,
+                 train_dir: Path, scorer: Scorer) -> dict:
+    """A run's scores at each late checkpoint (`checkpoints`, for the tail score) and, as `val` and
+    `test`, at its final weights; the same seed before each, so checkpoints differ by weights only."""
+    trained = read_json(train_dir / "run.json")
+    result: dict = {"run": run.path, "status": trained["status"]}
+    if trained["status"] != "completed":
+        return result
+    task, scored = cfg.tasks[run.regime].task(), []
+    for step, weights in checkpoints(cfg, run, train_dir, trained["steps_completed"]):
+        seed_everything(run.seed, cfg.threads)
+        model, tokenizer = load_policy(model_dir, weights, run.method, cfg.dtype, resolve(cfg.device))
+        engine = scorer(model, tokenizer, run.seed)
+        scored.append({"step": step, **score_splits(cfg, run, model, tokenizer, engine, task, splits)})
+    result.update({k: scored[-1][k] for k in ("val", "test")}, checkpoints=scored)
     if base_train_nats is not None:
         final_nats, _ = answer_nll_nats(model, tokenizer, splits["train"], dtype=cfg.dtype)
         result["train_nll_bits_base"] = base_train_nats * NATS_TO_BITS

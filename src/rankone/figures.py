@@ -16,6 +16,9 @@ FIGURES = {
     "forest.png": "The answer: each LoRA rank's test gap to FullFT (each at its best lr on val, paired by seed) with "
                   "its confidence interval; shaded: the equivalence margin fixed before the run. Parity only when the "
                   "whole interval lies inside the band.",
+    "trajectory.png": "The verdict at every late checkpoint: each LoRA rank's test gap to FullFT at that step (at the "
+                      "learning rates the tail score chose, paired by seed) with its interval; shaded: the margin. "
+                      "Colour = the verdict at that step; a stable verdict keeps one colour.",
     "rl_curves.png": "RL reward per step, each method at its best learning rate (mean over seeds, band = min..max).",
     "lr_sweep.png": "Validation score against learning rate per method (mean over seeds, bars = min..max).",
     "sft_curves.png": "SFT training loss per step, each rank at its best learning rate (mean over seeds).",
@@ -378,6 +381,41 @@ def plot_forest(verdicts: pd.DataFrame, path: Path) -> None:
                        f"{regime.upper()}: LoRA minus FullFT, band = ±{float(d.margin.iloc[0]):g}"))
     rows = max([len(p[0]) for p in panels] or [1])
     _forest_figure(panels, v, path, 5.6, 1.3 + 0.42 * rows)
+
+
+def plot_trajectory(steps: pd.DataFrame, path: Path) -> None:
+    """Small multiples: a row per (regime, model), a panel per method, the score's gap to FullFT
+    and its interval against the checkpoint's step, colour = that step's verdict."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    d = steps[steps.metric == "score"] if len(steps) else steps
+    rows = sorted({(r.regime, r.model) for r in d.itertuples()}) or [("", "")]
+    methods = method_order(d.method) if len(d) else [""]
+    fig, axes = plt.subplots(len(rows), len(methods), figsize=(2.6 * len(methods), 2.1 * len(rows)), squeeze=False,
+                             sharex="row")
+    for i, (regime, model) in enumerate(rows):
+        for j, method in enumerate(methods):
+            ax, g = axes[i][j], d[(d.regime == regime) & (d.model == model) & (d.method == method)]
+            if not len(g):
+                ax.set_axis_off()
+                continue
+            margin = float(g.margin.iloc[0])
+            ax.axhspan(-margin, margin, color="tab:green", alpha=0.15)
+            ax.axhline(0, color="black", lw=0.8)
+            for r in g.itertuples():
+                color = VERDICT_COLORS.get(r.verdict, "black")
+                low, high = (r.ci_low, r.ci_high) if math.isfinite(r.ci_low) else (r.gap, r.gap)
+                ax.errorbar(r.step, r.gap, yerr=[[r.gap - low], [high - r.gap]], fmt="o", color=color, capsize=2)
+            ax.set_title(f"{regime.upper()} · {model} · {method.removeprefix('lora-')}", fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.grid(alpha=0.3)
+            if j == 0:
+                ax.set_ylabel(f"gap ({SCORE_LABELS.get(regime, '')})", fontsize=7)
+            if i == len(rows) - 1:
+                ax.set_xlabel("step", fontsize=7)
+    _save(fig, path)
 
 
 def plot_levers(table: pd.DataFrame, path: Path) -> None:

@@ -170,7 +170,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     tables = {}
     for name in lv.variants:
         study, where = cfg.lever_study(name), at.lever(name)
-        runs, _ = collect(study, where)
+        runs, _, _ = collect(study, where)
         picked = chosen(runs, best_learning_rates(runs))
         passes.append(pass_at_k(cfg, at, where, picked).assign(lever=name))
         tables[name] = with_pass_at_k(picked, passes[-1], ks)

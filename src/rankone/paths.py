@@ -10,12 +10,20 @@ from pathlib import Path
 
 from rankone.config import RunId, StudyConfig
 
+SNAPSHOTS = "snapshots"  # in a run's folder: the weights at each late checkpoint
+
+
+def snapshot(run_dir: Path, step: int) -> Path:
+    """A run's weights after `step` updates, at a late checkpoint before its last (evaluate.at)."""
+    return run_dir / SNAPSHOTS / f"step{step}"
+
 
 class Layout:
     def __init__(self, cfg: StudyConfig):
         self.root = Path(cfg.results_dir) / cfg.experiment
         self.report = Path(cfg.reports_dir) / cfg.experiment
         self.models = self.root / "models"
+        self.data_root = self.root / "data"
         self.logs = self.root / "logs"  # the rules' logs; a sub-study's under logs/<its parts>/
 
     def capacity(self, n_facts: int | str) -> Layout:
@@ -27,10 +35,18 @@ class Layout:
         """The levers sub-study of one lever (levers/<name>/)."""
         return self._sub("levers", name)
 
+    def confirm(self) -> Layout:
+        """The confirmation sub-study (confirm/): its own runs and evaluations, the study's data and
+        base models."""
+        sub = self._sub("confirm")
+        sub.data_root = self.data_root
+        return sub
+
     def _sub(self, *parts: str) -> Layout:
         """A sub-study: its own data, runs and evaluations under `parts`, the study's base models."""
         sub = copy.copy(self)
         sub.root = self.root.joinpath(*parts)
+        sub.data_root = sub.root / "data"
         sub.logs = self.logs.joinpath(*parts)
         return sub
 
@@ -38,9 +54,6 @@ class Layout:
     def study_config(self) -> Path:
         return self.root / "study.yaml"
 
-    @property
-    def data_root(self) -> Path:
-        return self.root / "data"
 
     def data(self, regime: str) -> Path:
         return self.data_root / regime

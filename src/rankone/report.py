@@ -16,6 +16,7 @@ import pandas as pd
 
 from rankone.config import StudyConfig, method_label
 from rankone.figures import (FIGURES, SCORE_LABELS, by_method, method_order, plot_capacity, plot_capacity_falloff,
+                              plot_trajectory,
                              plot_curves, plot_forest, plot_information, plot_levers, plot_levers_calibration,
                              plot_levers_pass_at_k, plot_lr_sweep, plot_lr_vs_rank, plot_rl_bits, plot_truncation,
                              plot_updates)
@@ -214,6 +215,15 @@ def verdict_phrase(r) -> str:
     return f"{method_label(r.method)} is inconclusive ({_ci(r)}): {r.reason}"
 
 
+def stability_note(g: pd.DataFrame) -> str:
+    """Which verdicts a single checkpoint of the tail would have turned, with the steps."""
+    moved = [r for r in g.itertuples() if "stable" in g and not r.stable and r.by_step]
+    if not moved:
+        return ""
+    return (" Not stable over the late checkpoints, so these verdicts move with the stop step: "
+            + "; ".join(f"{method_label(r.method)} ({r.by_step})" for r in moved) + ".")
+
+
 def edge_note(g: pd.DataFrame) -> str:
     """Which best learning rates sit on the edge of their grid (the optimum may lie outside)."""
     full_edge = g.fullft_lr_edge.iloc[0]  # "" inside the grid (run() fills the CSV's empty cells)
@@ -251,7 +261,7 @@ def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame) -> list[str]:
             sentence += (f" Greedy accuracy (margin ±{greedy.margin.iloc[0]:g}): "
                          + ", ".join(f"{method_label(r.method)} {r.verdict} ({r.gap:+.3f})"
                                      for r in greedy.itertuples()) + ".")
-        sentence += edge_note(g) + (plateau_note(plateau, model) if regime == "rl" else "")
+        sentence += stability_note(g) + edge_note(g) + (plateau_note(plateau, model) if regime == "rl" else "")
         out.append(sentence)
     return out
 
@@ -276,6 +286,15 @@ def sft_arm_note(info: pd.DataFrame) -> str:
     return (f"SFT arm: the table holds {table_bits:,.0f} bits. Each method at its best lr, mean over seeds; bits "
             "stored = table bits minus the final total train NLL in bits. " + "; ".join(parts) + ". The arm can "
             "show a shortfall only where FullFT stores most of the table.")
+
+
+def score_words(cfg: StudyConfig) -> str:
+    """How a run's score is made, as the config fixed it before the run."""
+    if cfg.analysis.score == "final":
+        return "its final weights' (analysis.score: final)"
+    return ("the mean over its late checkpoints at " + ", ".join(f"{f:g}" for f in cfg.evaluate.at)
+            + " of its steps (analysis.score: tail); the verdict at each checkpoint is in the figure above and in "
+            "`stable` / `by_step` below")
 
 
 def verdict_table(at: Layout) -> pd.DataFrame:
@@ -315,6 +334,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     curves = pd.read_csv(at.analysis / "curves.csv")
     best, runs, updates = t["best"], t["runs"], t["updates"]
     plot_forest(t["verdicts"], out / "forest.png")
+    plot_trajectory(_read(at.analysis / "trajectory.csv"), out / "trajectory.png")
     plot_curves(curves, best[keys], "rl", "mean reward per step", out / "rl_curves.png")
     plot_curves(curves, best[keys], "sft", "training loss (nats/token)", out / "sft_curves.png")
     plot_lr_sweep(runs, out / "lr_sweep.png")
@@ -343,7 +363,7 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
                          f"val pass@{s['samples_per_prompt']}": s["val"][f"pass_at_{s['samples_per_prompt']}"],
                          "val zero-variance share": s["val"]["zero_variance_share"]})
     show = ["regime", "model", "method", "metric", "lr", "lr_edge", "fullft_lr", "fullft_lr_edge", "gap", "ci_low",
-            "ci_high", "seeds", "margin", "verdict", "reason", "seeds_to_decide"]
+            "ci_high", "seeds", "margin", "verdict", "reason", "seeds_to_decide", "stable", "by_step"]
     diverged = runs[runs.status != "completed"][["regime", "model", "method", "lr", "seed", "status"]]
     git = git_state()
     prov = pd.DataFrame([
@@ -355,9 +375,9 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
     sft_bits = info.sft_dataset_bits.dropna().iloc[0] if "sft_dataset_bits" in info and info.sft_dataset_bits.notna().any() else math.nan
     return [
         ("The answer", [
-            ("figure", "forest.png"), *findings(verdicts, plateau),
+            ("figure", "forest.png"), *findings(verdicts, plateau), ("figure", "trajectory.png"),
             f"Gap = method's test score minus FullFT's, each at its own best learning rate chosen on val, paired by "
-            f"seed; {cfg.analysis.confidence:.0%} t interval over seeds. Equivalence margins fixed in the config "
+            f"seed; {cfg.analysis.confidence:.0%} t interval over seeds. A run's score: {score_words(cfg)}. Equivalence margins fixed in the config "
             "before the run: parity only when the whole interval lies inside ±margin; worse or better when it "
             "excludes 0; otherwise inconclusive, with the reason and, when underpowered, the seeds that would decide.",
         ]),

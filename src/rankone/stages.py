@@ -36,7 +36,8 @@ STAGES: dict[str, Stage] = {
     "rollouts": Stage(("data.py", "models", "rollouts"), ("seed", "threads", "cpu_kernels", "device", "dtype", "rollout", "tasks.rl"),
                       ("data", "models")),
     "train": Stage(("data.py", "models", "rollouts", "train", "info.py"),
-                   ("threads", "cpu_kernels", "device", "dtype", "gradient_checkpointing", "{regime}", "lora", "tasks.{regime}"),
+                   ("threads", "cpu_kernels", "device", "dtype", "gradient_checkpointing", "{regime}", "lora", "tasks.{regime}",
+                    "evaluate.at"),  # training saves the weights at the checkpoints evaluate scores
                    ("data", "models"),
                    per_regime={"rl": ("rollout.engine", "rollout.temperature", "rollout.max_new_tokens",
                                       "rollout.enforce_eager")}),
@@ -45,7 +46,9 @@ STAGES: dict[str, Stage] = {
                       ("threads", "cpu_kernels", "device", "dtype", "evaluate", "rollout.engine", "rollout.enforce_eager",
                        "rollout.max_new_tokens", "tasks.{regime}"),
                       ("data", "models", "train")),
-    "analysis": Stage(("analysis.py", "info.py"), ("analysis",), ("train", "evaluate")),
+    # Chooses each method's lr on the sweep's val scores: the confirmation runs' lrs.
+    "select": Stage(("analysis.py", "info.py"), ("analysis",), ("train", "evaluate")),
+    "analysis": Stage(("analysis.py", "info.py"), ("analysis", "confirmation"), ("select", "train", "evaluate")),
     "updates": Stage(("updates.py",), (), ("analysis", "models", "train")),
     "truncation": Stage(("truncation.py", "updates.py", "evaluate.py", "analysis.py", "models", "rollouts", "data.py",
                          "info.py"),

@@ -19,6 +19,7 @@ use rule train as capacity_train with:
         metrics=seed_outputs(CAPACITY, CAPACITY_SEEDS, "metrics.jsonl"),
         timings=seed_outputs(CAPACITY, CAPACITY_SEEDS, "timings.jsonl"),
         weights=directory(seed_outputs(CAPACITY, CAPACITY_SEEDS, "weights")),
+        snapshots=directory(seed_outputs(CAPACITY, CAPACITY_SEEDS, "snapshots")),
         run=seed_outputs(CAPACITY, CAPACITY_SEEDS, "run.json"),
     log:
         f"{RESULTS}/logs/capacity/n{{n_facts}}/train/{CELL}.log",

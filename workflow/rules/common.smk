@@ -4,6 +4,7 @@
 import functools
 from pathlib import Path
 
+from rankone.analysis import chosen
 from rankone.cli import write_resolved
 from rankone.cluster import check_slurm_controller
 from rankone.config import (
@@ -38,6 +39,10 @@ CAPACITY_SEEDS = STUDY.capacity.seeds if STUDY.capacity else []
 # A levers sub-study (one lever) mirrors the study's RL layout under levers/<name>/.
 LEVER = str(LAYOUT.lever("{lever}").root)
 LEVER_SEEDS = STUDY.levers.seeds if STUDY.levers else []
+# The confirmation sub-study: each method at its best lr (the select checkpoint's), on fresh
+# seeds, under confirm/ (a {confirm} wildcard that is always "confirm" marks its jobs).
+CONFIRM = str(LAYOUT.root / "{confirm}")
+CONFIRM_SEEDS = {g: STUDY.confirmation.seeds.get(g, []) if STUDY.confirmation else [] for g in ("rl", "sft")}
 # Runs the library from this checkout (also inside a conda env, where rankone is not
 # installed). Relative to the working directory, so the command, a param, is the same
 # in every checkout and the between-workflow cache can match across them.
@@ -55,6 +60,7 @@ wildcard_constraints:
     lr="[0-9.e+-]+",
     n_facts="[0-9]+",
     lever="[a-z][a-z0-9-]*",
+    confirm="confirm",
 
 
 def check_executor():
@@ -118,9 +124,18 @@ def lever_study(name):
     return STUDY.lever_study(name)
 
 
+def confirm_study(regime):
+    """A regime's confirmation sub-study, once the select checkpoint has chosen its lrs (until
+    then Snakemake defers the jobs that ask)."""
+    checkpoints.select.get()
+    return STUDY.confirm_study(chosen(LAYOUT), regime)
+
+
 def scope(wildcards):
-    """(study, results root) of a job: the study's, or with an n_facts or lever wildcard
-    that capacity or lever sub-study's."""
+    """(study, results root) of a job: the study's, or with an n_facts, lever or confirm
+    wildcard that capacity, lever or confirmation sub-study's."""
+    if "confirm" in wildcards.keys():
+        return confirm_study(wildcards.regime), CONFIRM.format(confirm="confirm")
     if "n_facts" in wildcards.keys():
         return capacity_study(wildcards.n_facts), CAPACITY.format(
             n_facts=wildcards.n_facts
@@ -136,6 +151,8 @@ def scope_flag(wildcards):
         return f" --capacity {wildcards.n_facts}"
     if "lever" in wildcards.keys():
         return f" --lever {wildcards.lever}"
+    if "confirm" in wildcards.keys():
+        return " --confirm"
     return ""
 
 
@@ -148,14 +165,14 @@ def method_id(wildcards):
 
 
 def method_runs(wildcards):
-    """run.json and weights of every run (lr, seed) of one (regime, model, method)."""
+    """run.json, weights and snapshots of every run (lr, seed) of one (regime, model, method)."""
     group = (wildcards.regime, wildcards.model, wildcards.method)
     study, root = scope(wildcards)
     return [
         f"{root}/train/{run.path}/{name}"
         for run in study.runs()
         if (run.regime, run.model, run.method) == group
-        for name in ("run.json", "weights")
+        for name in ("run.json", "weights", "snapshots")
     ]
 
 
@@ -167,8 +184,10 @@ def model_data():
 
 
 def data_inputs(wildcards):
+    """A job's train, val and test splits (a confirmation run's are the study's own)."""
+    root = RESULTS if "confirm" in wildcards.keys() else scope(wildcards)[1]
     return expand(
-        f"{scope(wildcards)[1]}/data/{{regime}}/{{split}}.parquet",
+        f"{root}/data/{{regime}}/{{split}}.parquet",
         regime=wildcards.regime,
         split=["train", "val", "test"],
     )
@@ -207,6 +226,19 @@ def capacity_files(stage):
     return sub_study_files(
         stage, [(capacity_study(n), CAPACITY.format(n_facts=n)) for n in sizes]
     )
+
+
+def confirm_files(stage):
+    """An input function: the confirmation runs' run.json (train) or evaluations (evaluate), none
+    without a confirmation section."""
+
+    def files(wildcards):
+        root = CONFIRM.format(confirm="confirm")
+        return sub_study_files(
+            stage, [(confirm_study(g), root) for g in STUDY.confirmed_regimes()]
+        )
+
+    return files
 
 
 def lever_files(stage):

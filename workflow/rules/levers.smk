@@ -19,6 +19,7 @@ use rule train as lever_train with:
         metrics=seed_outputs(LEVER, LEVER_SEEDS, "metrics.jsonl"),
         timings=seed_outputs(LEVER, LEVER_SEEDS, "timings.jsonl"),
         weights=directory(seed_outputs(LEVER, LEVER_SEEDS, "weights")),
+        snapshots=directory(seed_outputs(LEVER, LEVER_SEEDS, "snapshots")),
         run=seed_outputs(LEVER, LEVER_SEEDS, "run.json"),
     log:
         f"{RESULTS}/logs/levers/{{lever}}/train/{CELL}.log",

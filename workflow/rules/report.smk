@@ -3,6 +3,7 @@ rule report:
         rules.analysis.output,
         rules.updates.output,
         optional_tables(),
+        best=f"{RESULTS}/analysis/best_lr.csv",
         rollouts=expand(
             f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.models
         ),
@@ -15,6 +16,11 @@ rule report:
         forest=report(
             f"{REPORT}/forest.png",
             caption="../report/forest.rst",
+            category="Verdicts",
+        ),
+        trajectory=report(
+            f"{REPORT}/trajectory.png",
+            caption="../report/trajectory.rst",
             category="Verdicts",
         ),
         rl_curves=report(

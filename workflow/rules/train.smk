@@ -6,6 +6,7 @@ rule train:
         metrics=seed_outputs(RESULTS, STUDY.seeds, "metrics.jsonl"),
         timings=seed_outputs(RESULTS, STUDY.seeds, "timings.jsonl"),
         weights=directory(seed_outputs(RESULTS, STUDY.seeds, "weights")),
+        snapshots=directory(seed_outputs(RESULTS, STUDY.seeds, "snapshots")),
         run=seed_outputs(RESULTS, STUDY.seeds, "run.json"),
     log:
         f"{RESULTS}/logs/train/{CELL}.log",

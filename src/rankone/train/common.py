@@ -2,7 +2,9 @@
 
 A run folder holds `metrics.jsonl` (one line per step, byte-reproducible),
 `timings.jsonl` (seconds per step), `weights/` (the adapter or the full model,
-safetensors) and `run.json`, written last, which marks it complete.
+safetensors), `snapshots/step<N>/` (the same at each late checkpoint of `evaluate.at`
+before the last, for the tail score) and `run.json`, written last, which marks it
+complete.
 
 While a run is going, `checkpoint/` (written atomically every `checkpoint_every`
 steps) holds the trainable weights and the optimizer's tensors as safetensors and
@@ -27,10 +29,11 @@ from pathlib import Path
 
 import torch
 
-from rankone.config import RunId, StudyConfig, method_kind
+from rankone.config import RunId, StudyConfig, method_kind, tail_steps
 from rankone.io import atomic_path, log, provenance, read_json, seed_everything, sha256_file, write_json, write_jsonl
 from rankone.models.device import autocast, resolve
 from rankone.models.load import load_base, make_policy, trainable_parameters
+from rankone.paths import SNAPSHOTS, snapshot
 
 CHECKPOINT, PREVIOUS = "checkpoint", "checkpoint.prev"
 
@@ -168,6 +171,14 @@ class Run:
             os.replace(current, self.out_dir / PREVIOUS)
         os.replace(tmp, current)
 
+    def snapshot(self, steps: int) -> None:
+        """After a step: at each late checkpoint (evaluate.at of `steps`) before the last, save the
+        weights as `weights/` will hold them, atomically, for the evaluate stage's tail score."""
+        done = len(self.metrics)
+        if done < steps and done in tail_steps(self.cfg.evaluate.at, steps):
+            with atomic_path(snapshot(self.out_dir, done)) as tmp:
+                self.policy.save_pretrained(tmp)
+
     def compute(self):
         """The precision every forward of the policy runs in (rankone.models.device.autocast)."""
         return autocast(self.device, self.cfg.dtype)
@@ -184,6 +195,7 @@ class Run:
         """Write metrics and weights, then run.json last (the completion marker)."""
         write_jsonl(self.out_dir / "metrics.jsonl", self.metrics)
         write_jsonl(self.out_dir / "timings.jsonl", self.timings)
+        (self.out_dir / SNAPSHOTS).mkdir(parents=True, exist_ok=True)  # a Snakemake output, empty where none fell
         with atomic_path(self.out_dir / "weights") as tmp:
             self.policy.save_pretrained(tmp)
         info = {

@@ -348,6 +348,7 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
                 break
             ctx.state.update(info_bound_bits=info_bound_bits, episodes=episodes)
             ctx.checkpoint(rl.checkpoint_every, rl.steps if not rl.variance_filter else math.inf)
+            ctx.snapshot(rl.steps)
             if (step + 1) % rl.log_every == 0 or episodes >= rl.episode_budget:
                 log.info("%s step %d, %d/%d episodes: reward %.3f zero-var %.2f gap %.1e (%.2f s/step)", run.path,
                          step + 1, episodes, rl.episode_budget, float(task_rewards_B.mean()),

@@ -91,6 +91,7 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             bar.update(1)
             bar.set_postfix(loss=f"{float(loss):.4f}", refresh=False)
             ctx.checkpoint(sft.checkpoint_every, sft.steps)
+            ctx.snapshot(sft.steps)
             if (step + 1) % sft.log_every == 0 or step + 1 == sft.steps:
                 log.info("%s step %d/%d loss %.4f (%.3f s/step)", run.path, step + 1, sft.steps, float(loss),
                          time.time() - t0)
