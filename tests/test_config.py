@@ -12,8 +12,8 @@ from tests.conftest import ROOT, smoke_dict
 
 def test_shipped_configs_are_valid():
     default = load(ROOT / "config" / "default.yaml")
-    assert len(default.runs()) == 2 * 2 * 4 * 3 * 5  # models x regimes x methods x lrs x seeds
-    assert len(default.seeds) >= 5
+    assert len(default.runs()) == 2 * 2 * 4 * 3 * 3  # models x regimes x methods x lrs x sweep seeds
+    assert len(default.confirmation.seeds["rl"]) >= 10  # the RL verdicts' seeds (MLPerf asks 10 runs)
     smoke = load(ROOT / "config" / "smoke.yaml")
     assert {r.regime for r in smoke.runs()} == {"rl", "sft"}
 
@@ -27,7 +27,7 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
     assert cfg.experiment == ("default" if beside else name)
     if name == "tinylora":
         tiny = [r for r in cfg.runs() if r.method.startswith("tinylora")]
-        assert {r.regime for r in tiny} == {"rl", "sft"} and len(tiny) == 3 * 2 * 2 * 3 * 5
+        assert {r.regime for r in tiny} == {"rl", "sft"} and len(tiny) == 3 * 2 * 2 * 3 * len(cfg.seeds)
     elif name == "rl-capacity":
         task = cfg.tasks["rl"]
         assert task.task().stores_table and task.typed_params().alphabet == 2 and cfg.regimes == ["rl"]
@@ -71,7 +71,6 @@ BAD = [
     ({"unknown_field": 1}, "unknown_field"),
     ({"confirmation": {"seeds": {"rl": [1, 7]}}}, r"confirmation.seeds.rl \[1\] are also in seeds"),
     ({"confirmation": {"seeds": {"rl": [7]}}}, "confirmation.seeds.rl: at least 2 seeds"),
-    ({"regimes": ["sft"], "confirmation": {"seeds": {"rl": [7, 8]}}}, "regime 'rl' is not in regimes"),
     ({"evaluate": {"at": [0.9, 0.8]}}, "evaluate.at"),
     ({"evaluate": {"at": [0.0, 1.0]}}, "evaluate.at"),
     ({"analysis": {"score": "best"}}, "analysis.score"),

@@ -44,7 +44,7 @@ CHANGES = [  # (dotted field, new value, the stages that must rerun)
     ("analysis.confidence", 0.9, AFTER_SELECT),
     ("analysis.greedy_margin", 0.1, AFTER_SELECT),
     ("analysis.score", "final", AFTER_SELECT),  # chooses the lr too
-    ("confirmation", {"seeds": [10, 11]}, AFTER_SELECT - {"select"}),
+    ("confirmation.seeds", {"rl": [20, 21]}, AFTER_SELECT - {"select"}),
 ]
 
 

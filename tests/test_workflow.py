@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from rankone.config import load
+from rankone.config import load, tail_steps
 from rankone.io import read_json, read_jsonl
 from rankone.paths import Layout
-from tests.conftest import BACKGROUND, finished_study, snakemake, venv_env
+from tests.conftest import BACKGROUND, ROOT, copy_workflow, finished_study, snakemake, venv_env
 
 pytestmark = pytest.mark.slow
 
@@ -46,9 +46,21 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
     assert len(verdicts) == 2 * pairs  # the score and greedy accuracy
     assert set(verdicts.metric) == {"score", "greedy_accuracy"}
     assert (pd.read_csv(smoke / at.analysis / "plateau.csv").method == "fullft").sum() == len(cfg.models)
+    # the tail: every run scored at each late checkpoint; the verdicts at each, and whether they agree
+    checkpoints = pd.read_csv(smoke / at.analysis / "checkpoints.csv")
+    assert set(checkpoints[checkpoints.regime == "rl"].step) == set(tail_steps(cfg.evaluate.at, cfg.rl.steps))
+    assert verdicts.stable.dtype == bool and verdicts.by_step.str.contains(" at ").all()
+    trajectory = pd.read_csv(smoke / at.analysis / "trajectory.csv")
+    assert len(trajectory) == len(verdicts) * len(tail_steps(cfg.evaluate.at, cfg.rl.steps))
+    # RL's verdicts are judged on the confirmation seeds alone, at the lrs the select checkpoint chose
+    confirmed = pd.read_csv(smoke / at.analysis / "confirm_runs.csv")
+    assert set(confirmed.seed) == set(cfg.confirmation.seeds["rl"]) and set(confirmed.regime) == {"rl"}
+    best = pd.read_csv(smoke / at.analysis / "best_lr.csv")
+    assert len(confirmed.merge(best, on=["regime", "model", "method", "lr"])) == len(confirmed)
+    assert (verdicts[verdicts.regime == "rl"].seeds == len(cfg.confirmation.seeds["rl"])).all()
     report = smoke / at.report
-    for name in ("report.md", "report.html", "forest.png", "rl_curves.png", "sft_curves.png", "lr_sweep.png",
-                 "information.png", "rl_bits.png"):
+    for name in ("report.md", "report.html", "forest.png", "trajectory.png", "rl_curves.png", "sft_curves.png",
+                 "lr_sweep.png", "information.png", "rl_bits.png"):
         assert (report / name).stat().st_size > 0, name
     text = (report / "report.md").read_text()
     # the report opens with the answer: the forest plot, then one sentence per (regime, model)
@@ -150,6 +162,15 @@ def test_turning_on_truncation_in_a_finished_study_runs_it_and_the_report_only(s
             moved.rename(path)
     assert out.returncode == 0, out.stderr
     assert job_counts(out.stdout + out.stderr) == {"truncation": 1, "report": 1, "all": 1}
+
+
+def test_a_fresh_study_plans_the_sweep_and_select_before_any_confirmation_run(tmp_path):
+    cfg = load(ROOT / "config/smoke.yaml")
+    out = snakemake(copy_workflow(tmp_path), "-n")
+    assert out.returncode == 0, out.stderr[-3000:]
+    counts = job_counts(out.stdout + out.stderr)
+    assert counts["train"] == len(cfg.runs()) // len(cfg.seeds) and counts["select"] == 1
+    assert not {rule for rule in counts if rule.startswith("confirm_")}  # they exist once select has chosen
 
 
 def test_second_run_does_nothing(smoke):

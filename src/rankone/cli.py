@@ -182,8 +182,9 @@ def cmd_summary(cfg: StudyConfig, args) -> None:
 
 
 def cmd_check(cfg: StudyConfig, args) -> None:
-    print(f"{args.config}: valid, {len(cfg.runs())} training runs, {len(sub_study_runs(cfg))} sub-study runs "
-          "(capacity, levers)")
+    confirm = sum(len(cfg.models) * len(cfg.methods) * len(cfg.confirmation.seeds[g]) for g in cfg.confirmed_regimes())
+    print(f"{args.config}: valid, {len(cfg.runs())} training runs in the sweep, {confirm} confirmation runs (after "
+          f"select), {len(sub_study_runs(cfg))} sub-study runs (capacity, levers)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -564,9 +564,7 @@ class StudyConfig(Grid):
                     "(or add it under local_models)"
                 )
         for regime, seeds in (self.confirmation.seeds if self.confirmation else {}).items():
-            if regime not in self.regimes:
-                raise ValueError(f"confirmation.seeds.{regime}: regime {regime!r} is not in regimes {self.regimes}")
-            if set(seeds) & set(self.seeds):
+            if set(seeds) & set(self.seeds):  # a regime not in `regimes` is ignored (confirmed_regimes)
                 raise ValueError(f"confirmation.seeds.{regime} {sorted(set(seeds) & set(self.seeds))} are also in "
                                  "seeds: confirmation needs fresh seeds, never the ones that chose the lr")
         for regime in self.regimes:

@@ -389,6 +389,8 @@ def plot_trajectory(steps: pd.DataFrame, path: Path) -> None:
     import math
 
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
 
     d = steps[steps.metric == "score"] if len(steps) else steps
     rows = sorted({(r.regime, r.model) for r in d.itertuples()}) or [("", "")]
@@ -409,13 +411,18 @@ def plot_trajectory(steps: pd.DataFrame, path: Path) -> None:
                 low, high = (r.ci_low, r.ci_high) if math.isfinite(r.ci_low) else (r.gap, r.gap)
                 ax.errorbar(r.step, r.gap, yerr=[[r.gap - low], [high - r.gap]], fmt="o", color=color, capsize=2)
             ax.set_title(f"{regime.upper()} · {model} · {method.removeprefix('lora-')}", fontsize=8)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.tick_params(labelsize=7)
             ax.grid(alpha=0.3)
             if j == 0:
                 ax.set_ylabel(f"gap ({SCORE_LABELS.get(regime, '')})", fontsize=7)
             if i == len(rows) - 1:
                 ax.set_xlabel("step", fontsize=7)
-    _save(fig, path)
+    handles = [Line2D([], [], marker="o", ls="", color=c, label=k) for k, c in VERDICT_COLORS.items()
+               if len(d) and k in set(d.verdict)]
+    if handles:
+        fig.legend(handles=handles, fontsize=8, loc="upper center", ncol=len(handles), frameon=False)
+    _save(fig, path, top=1 - 0.35 / fig.get_figheight())
 
 
 def plot_levers(table: pd.DataFrame, path: Path) -> None:

@@ -297,6 +297,19 @@ def score_words(cfg: StudyConfig) -> str:
             "`stable` / `by_step` below")
 
 
+def seed_words(cfg: StudyConfig) -> str:
+    """Which seeds chose the learning rates and which judged the verdicts."""
+    sweep = f"The learning rates were chosen on val over the sweep's seeds {cfg.seeds}"
+    confirmed = cfg.confirmed_regimes()
+    judged = "; ".join(f"{NAMES[g]} verdicts are judged on the fresh confirmation seeds {cfg.confirmation.seeds[g]}"
+                       for g in confirmed)
+    rest = [NAMES[g] for g in cfg.regimes if g not in confirmed]
+    if rest:
+        judged += ("; " if judged else "") + (f"{' and '.join(rest)} verdicts on those same seeds (no confirmation "
+                                              "runs: the seeds that chose the lr also judge it)")
+    return f"{sweep}; {judged}."
+
+
 def verdict_table(at: Layout) -> pd.DataFrame:
     """The analysis stage's verdicts (empty when the study has no LoRA-vs-FullFT pair)."""
     return _read(at.analysis / "verdicts.csv").fillna({"lr_edge": "", "fullft_lr_edge": ""})
@@ -377,7 +390,8 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
         ("The answer", [
             ("figure", "forest.png"), *findings(verdicts, plateau), ("figure", "trajectory.png"),
             f"Gap = method's test score minus FullFT's, each at its own best learning rate chosen on val, paired by "
-            f"seed; {cfg.analysis.confidence:.0%} t interval over seeds. A run's score: {score_words(cfg)}. Equivalence margins fixed in the config "
+            f"seed; {cfg.analysis.confidence:.0%} t interval over seeds. A run's score: {score_words(cfg)}. "
+            f"{seed_words(cfg)} Equivalence margins fixed in the config "
             "before the run: parity only when the whole interval lies inside ±margin; worse or better when it "
             "excludes 0; otherwise inconclusive, with the reason and, when underpowered, the seeds that would decide.",
         ]),
