@@ -339,15 +339,16 @@ class ConfirmationConfig(Strict):
     seeds: dict[Literal["rl", "sft"], list[int]] = Field(
         description="Per regime, the fresh seeds each method's best lr is rerun on after the sweep (the sweep's "
         "`seeds` choose the lr on val); that regime's verdicts are judged on these alone, so the seeds that choose "
-        "never judge. A regime not listed is judged on the sweep's seeds."
+        "never judge. A regime not listed (or given []) is judged on the sweep's seeds."
     )
 
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, seeds: dict[str, list[int]]) -> dict[str, list[int]]:
         for regime, values in seeds.items():
-            if len(values) < 2:
-                raise ValueError(f"confirmation.seeds.{regime}: at least 2 seeds (an interval needs two)")
+            if len(values) == 1:
+                raise ValueError(f"confirmation.seeds.{regime}: at least 2 seeds (an interval needs two), or [] for "
+                                 "none")
             check_unique(values, f"confirmation.seeds.{regime}")
         return seeds
 
@@ -671,7 +672,7 @@ class StudyConfig(Grid):
 
     def confirmed_regimes(self) -> list[str]:
         """The regimes whose verdicts are judged on confirmation runs."""
-        return [g for g in self.regimes if self.confirmation and g in self.confirmation.seeds]
+        return [g for g in self.regimes if self.confirmation and self.confirmation.seeds.get(g)]
 
     def confirm_study(self, chosen: dict[tuple[str, str, str], float], regime: str) -> StudyConfig:
         """The confirmation sub-study of `regime`: each (model, method) at its `chosen` learning rate
