@@ -22,7 +22,7 @@ SECONDS: dict = {}
 def test_train_job_time_per_cpu_kernel_set(benchmark, fresh_study, kernels):  # noqa: F811
     where, _ = fresh_study
     config = where / f"{kernels}.yaml"
-    config.write_text((where / "study.yaml").read_text().replace("cpu_kernels: avx2", f"cpu_kernels: {kernels}"))
+    config.write_text((where / "study.yaml").read_text().replace("cpu_kernels: native", f"cpu_kernels: {kernels}"))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 
     def train() -> None:

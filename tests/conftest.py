@@ -15,16 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rankone.io import pin_cpu_kernels
-
-# The kernels a workflow job runs by default (cpu_kernels: avx2), set before torch loads, so that a
-# run in this process gives the bytes of the same run through `rankone` or Snakemake.
-pin_cpu_kernels("avx2")
-
-from rankone import data  # noqa: E402 - after the pins
-from rankone.config import validate  # noqa: E402
-from rankone.models.build import build  # noqa: E402
-from rankone.paths import Layout  # noqa: E402
+from rankone import data
+from rankone.config import validate
+from rankone.models.build import build
+from rankone.paths import Layout
 
 ROOT = Path(__file__).resolve().parents[1]
 RGYM = {"name": "reasoning-gym", "params": {
@@ -33,8 +27,11 @@ RGYM = {"name": "reasoning-gym", "params": {
 
 
 def smoke_dict(**overrides) -> dict:
+    """The smoke config for studies run in this process. It runs torch's native CPU kernels (a process
+    cannot switch them after its first op, and pinned to AVX2 bf16 is 9x slower), so these configs say
+    `cpu_kernels: native`: a `rankone` job the test starts on one computes the same bytes as this process."""
     cfg = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
-    cfg.update(copy.deepcopy(overrides))
+    cfg.update({"cpu_kernels": "native", **copy.deepcopy(overrides)})
     return cfg
 
 

@@ -98,7 +98,10 @@ def native_capability() -> str:
 def test_a_job_runs_the_pinned_cpu_kernels_and_native_ones_only_when_asked(fresh_study):
     where, cfg = fresh_study
     run_dir = where / "results" / cfg.experiment / "train" / RUN
-    code, log = rankone(where, "train", "--config", "study.yaml", "--run", RUN)
+    study = (where / "study.yaml").read_text()
+    (where / "pinned.yaml").write_text(study.replace("cpu_kernels: native", "cpu_kernels: avx2"))
+    (where / "native.yaml").write_text(study)
+    code, log = rankone(where, "train", "--config", "pinned.yaml", "--run", RUN)
     assert code == 0, log[-2000:]
     pinned = json.loads((run_dir / "run.json").read_text())["provenance"]["cpu"]
     assert pinned["switches"] == CPU_KERNELS["avx2"]  # read back from inside the job
@@ -107,8 +110,6 @@ def test_a_job_runs_the_pinned_cpu_kernels_and_native_ones_only_when_asked(fresh
         assert pinned["capability"] == "AVX2", pinned
     pinned_bytes = (run_dir / "metrics.jsonl").read_bytes()
 
-    (where / "native.yaml").write_text((where / "study.yaml").read_text().replace("cpu_kernels: avx2",
-                                                                                  "cpu_kernels: native"))
     code, log = rankone(where, "train", "--config", "native.yaml", "--run", RUN)
     assert code == 0, log[-2000:]
     unpinned = json.loads((run_dir / "run.json").read_text())["provenance"]["cpu"]

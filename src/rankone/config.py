@@ -458,7 +458,9 @@ class StudyConfig(Grid):
         "avx2", description="CPU kernels: avx2 pins ATen's vector kernels, MKL (conditional numerical "
         "reproducibility) and oneDNN to AVX2 before torch loads, so that x86-64 machines with AVX2 or newer run the "
         "same kernels (rankone.io.CPU_KERNELS); native lets each library pick this CPU's fastest (AVX-512 where it "
-        "has it), and other bytes. Each output's provenance records the CPU and the kernels it ran."
+        "has it), and other bytes. With dtype bfloat16 on a CPU use native: the AVX2 path has no bf16 instructions "
+        "(a bf16 linear layer ran 9x slower pinned here). Each output's provenance records the CPU and the kernels "
+        "it ran."
     )
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32", description="Compute dtype (bfloat16 for paper-scale models): bfloat16 runs every forward under "

@@ -24,9 +24,9 @@ from rankone.io import InputError, log, provenance, read_json, seed_everything, 
 from rankone.models.device import autocast, resolve
 from rankone.models.load import load_base, load_policy
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
+from rankone.paths import snapshot
 from rankone.rollouts import make_engine
 from rankone.tasks.confidence import calibration
-from rankone.paths import snapshot
 
 
 @torch.no_grad()
