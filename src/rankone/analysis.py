@@ -403,9 +403,10 @@ def select(cfg: StudyConfig, at: Layout) -> pd.DataFrame:
     any verdict; the confirmation runs rerun exactly these."""
     runs, _, _ = collect(cfg, at)
     best = best_learning_rates(runs)
-    at.analysis.mkdir(parents=True, exist_ok=True)
-    with atomic_path(at.analysis / "best_lr.csv") as tmp:
-        best.to_csv(tmp, index=False)
+    path, text = at.analysis / "best_lr.csv", best.to_csv(index=False)
+    if not path.is_file() or path.read_text() != text:  # unchanged, it keeps its time: no confirmation rerun
+        with atomic_path(path) as tmp:
+            tmp.write_text(text)
     return best
 
 

@@ -1,9 +1,16 @@
 # The confirmation runs (config `confirmation:`): each method at the lr the select checkpoint
 # chose, on fresh seeds per regime, under confirm/, by the train and evaluate rules' own
-# commands (with --confirm); the analysis judges that regime's verdicts on them alone.
+# commands (with --confirm); the analysis judges that regime's verdicts on them alone. Each names
+# the select checkpoint's table as an input: what they run is read from it (SLURM's remote jobs
+# insist). Select rewrites it only when a choice changes, so adding an lr that does not win
+# reruns no confirmation run.
 
 
 use rule train as confirm_train_rl with:
+    input:
+        model=f"{RESULTS}/models/{{model}}",
+        data=data_inputs,
+        best=f"{RESULTS}/analysis/best_lr.csv",
     output:
         metrics=seed_outputs(CONFIRM, CONFIRM_SEEDS["rl"], "metrics.jsonl"),
         timings=seed_outputs(CONFIRM, CONFIRM_SEEDS["rl"], "timings.jsonl"),
@@ -17,6 +24,10 @@ use rule train as confirm_train_rl with:
 
 
 use rule train as confirm_train_sft with:
+    input:
+        model=f"{RESULTS}/models/{{model}}",
+        data=data_inputs,
+        best=f"{RESULTS}/analysis/best_lr.csv",
     output:
         metrics=seed_outputs(CONFIRM, CONFIRM_SEEDS["sft"], "metrics.jsonl"),
         timings=seed_outputs(CONFIRM, CONFIRM_SEEDS["sft"], "timings.jsonl"),
@@ -30,6 +41,11 @@ use rule train as confirm_train_sft with:
 
 
 use rule evaluate as confirm_evaluate with:
+    input:
+        model=f"{RESULTS}/models/{{model}}",
+        data=data_inputs,
+        runs=method_runs,
+        best=f"{RESULTS}/analysis/best_lr.csv",
     output:
         f"{CONFIRM}/evaluate/{{regime}}/{{model}}/{{method}}/metrics.jsonl",
     log:
