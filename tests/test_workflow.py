@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from rankone.analysis import chosen
 from rankone.config import load, tail_steps
 from rankone.io import read_json, read_jsonl
 from rankone.paths import Layout
@@ -259,6 +260,15 @@ def test_rankone_cli_reruns_a_single_job(smoke, tmp_path):
                           "--capacity", str(n)], cwd=smoke, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert metrics.read_bytes() == before
+
+    at = Layout(cfg.model_copy(update={"results_dir": str(smoke / "results")}))
+    confirm_run = cfg.confirm_study(chosen(at), "rl").runs()[0]  # at the lr the select checkpoint chose
+    metrics = at.confirm().train(confirm_run) / "metrics.jsonl"
+    before = metrics.read_bytes()
+    out = subprocess.run(["rankone", "train", "--config", "config/smoke.yaml", "--run", confirm_run.path,
+                          "--confirm"], cwd=smoke, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert metrics.read_bytes() == before  # a confirmation run, by hand: the same bytes
 
     lever = next(iter(cfg.levers.variants))  # the variance filter's lever: refills and all
     lever_run = cfg.lever_study(lever).runs()[0]
