@@ -219,9 +219,11 @@ def experiment_page(cfg: StudyConfig, at: Layout, entry: dict, grid: list, analy
         sections = report.build_sections(cfg, at, **analysis)
         answer = report.findings(analysis["verdicts"], analysis["plateau"])
         method = [b for b in sections[0][1] if isinstance(b, str) and b not in answer]
+        figures = [b for b in sections[0][1] if isinstance(b, tuple) and b[1] != "forest.png"]  # the trajectory
         body.append('<section class="answer" id="the-answer"><img src="forest.png" alt="'
                     + html.escape(FIGURES["forest.png"]) + '"><div><h2 style="margin-top:0">The answer</h2><ul>'
                     + "".join(f"<li>{_text(a)}</li>" for a in answer) + "</ul></div></section>"
+                    + "".join(_block(f) for f in figures)
                     + "".join(f'<p class="method">{_text(m)}</p>' for m in method))
         sections = sections[1:]
     else:
