@@ -1,6 +1,6 @@
-"""Snakemake's between-workflow cache: another study in another checkout reuses each base model,
-its own, unless the library code the stage runs has changed; a report-only change leaves
-training alone."""
+"""Snakemake's between-workflow cache: the study in another checkout reuses each base model, its
+own, unless the library code the stage runs has changed; a report-only change leaves training
+alone."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def built(workdir: Path, experiment: str, model: str) -> tuple[str, bytes, str]:
     return architecture, (folder / "rankone.json").read_bytes(), log
 
 
-def test_another_study_reuses_each_cached_model_until_the_code_changes(tmp_path):
+def test_a_second_checkout_reuses_each_cached_model_its_own_until_the_code_changes(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
     first = checkout(tmp_path / "first")
@@ -56,15 +56,19 @@ def test_another_study_reuses_each_cached_model_until_the_code_changes(tmp_path)
         assert arch == architecture and log, f"the first study builds {model} as a {architecture}"
         originals[model] = provenance
 
-    # Another study (another experiment name) in another checkout: every model from the cache,
-    # each its own architecture (both once shared one cache key, and qwen3-tiny came back a Llama).
+    # The same study in another checkout: every model from the cache, each its own architecture
+    # (both once shared one cache key, and qwen3-tiny came back a Llama).
     second = checkout(tmp_path / "second")
-    out = build_models(second, cache, "smoke-b")
+    out = build_models(second, cache, "smoke")
     for model, architecture in MODELS.items():
-        assert f"results/smoke-b/models/{model}/model.safetensors from cache" in out.stderr
-        arch, provenance, log = built(second, "smoke-b", model)
+        assert f"results/smoke/models/{model}/model.safetensors from cache" in out.stderr
+        arch, provenance, log = built(second, "smoke", model)
         assert arch == architecture, f"{model} came from the cache as a {arch}"
         assert provenance == originals[model] and not log, f"{model} must be reused, not rebuilt"
+
+    # Another experiment: its study config (a param) is another file, so it builds its own models.
+    out = build_models(second, cache, "smoke-b", models=("qwen3-tiny",))
+    assert built(second, "smoke-b", "qwen3-tiny")[0] == MODELS["qwen3-tiny"]
 
     third = checkout(tmp_path / "third")
     with open(third / "src/rankone/models/build.py", "a") as f:

@@ -87,9 +87,7 @@ def code(stage):
 def wildcard(name):
     """A param holding the job's `name` wildcard. The between-workflow cache keys a job on its
     params (and its unformatted command), never its wildcards, so a cached rule names what its
-    wildcards select here: without it every model shared one cache entry. Cached rules (data,
-    models) read the study config as {STUDY_CONFIG} in their command, not as a param: its path
-    names the experiment, which their outputs do not depend on, so another study can reuse them."""
+    wildcards select here: without it every model shared one cache entry."""
 
     def value(wildcards):
         return wildcards[name]

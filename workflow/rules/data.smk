@@ -12,9 +12,10 @@ rule data:
         ML_ENV
     params:
         rankone=RANKONE,
+        config=STUDY_CONFIG,
         regime=wildcard("regime"),
         code=code("data"),
         scope=scope_flag,
         digest=digest("data"),
     shell:
-        "{params.rankone} data --config {STUDY_CONFIG} --regime {params.regime}{params.scope} 2> {log}"
+        "{params.rankone} data --config {params.config} --regime {params.regime}{params.scope} 2> {log}"

@@ -13,8 +13,9 @@ rule models:
         **stage_resources("models"),
     params:
         rankone=RANKONE,
+        config=STUDY_CONFIG,
         model=wildcard("model"),
         code=code("models"),
         digest=digest("models"),
     shell:
-        "{params.rankone} models --config {STUDY_CONFIG} --model {params.model} 2> {log}"
+        "{params.rankone} models --config {params.config} --model {params.model} 2> {log}"
