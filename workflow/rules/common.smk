@@ -42,7 +42,10 @@ LEVER_SEEDS = STUDY.levers.seeds if STUDY.levers else []
 # The confirmation sub-study: each method at its best lr (the select checkpoint's), on fresh
 # seeds, under confirm/ (a {confirm} wildcard that is always "confirm" marks its jobs).
 CONFIRM = str(LAYOUT.root / "{confirm}")
-CONFIRM_SEEDS = {g: STUDY.confirmation.seeds.get(g, []) if STUDY.confirmation else [] for g in ("rl", "sft")}
+CONFIRM_SEEDS = {
+    g: STUDY.confirmation.seeds.get(g, []) if STUDY.confirmation else []
+    for g in ("rl", "sft")
+}
 # Runs the library from this checkout (also inside a conda env, where rankone is not
 # installed). Relative to the working directory, so the command, a param, is the same
 # in every checkout and the between-workflow cache can match across them.
