@@ -417,9 +417,10 @@ def read_best(at: Layout) -> pd.DataFrame:
     return pd.read_csv(path, keep_default_na=False)
 
 
-def chosen(at: Layout) -> dict[tuple[str, str, str], float]:
-    """(regime, model, method) -> the lr select chose for it."""
-    return {(r.regime, r.model, r.method): float(r.lr) for r in read_best(at).itertuples()}
+def chosen(at: Layout, best: pd.DataFrame | None = None) -> dict[tuple[str, str, str], float]:
+    """(regime, model, method) -> the lr select chose for it (from `best`, when already read)."""
+    best = read_best(at) if best is None else best
+    return {(r.regime, r.model, r.method): float(r.lr) for r in best.itertuples()}
 
 
 def _without(frame: pd.DataFrame, regimes: list[str]) -> pd.DataFrame:
@@ -434,7 +435,8 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     judged, judged_checkpoints = runs, checkpoints
     confirmed = cfg.confirmed_regimes()
     if confirmed:  # each confirmed regime's runs replace the sweep's in the verdicts
-        parts = [collect(cfg.confirm_study(chosen(at), regime), at.confirm()) for regime in confirmed]
+        lrs = chosen(at, best)
+        parts = [collect(cfg.confirm_study(lrs, regime), at.confirm()) for regime in confirmed]
         judged = pd.concat([_without(runs, confirmed), *(p[0] for p in parts)], ignore_index=True)
         judged_checkpoints = pd.concat([_without(checkpoints, confirmed), *(p[2] for p in parts)], ignore_index=True)
     steps = trajectory(cfg, judged_checkpoints, best)
