@@ -216,6 +216,15 @@ def test_a_verdict_that_flips_at_the_last_checkpoint_is_not_stable(study):
     assert table.loc["score", "verdict"] == "parity" and not table.loc["score", "stable"]
     assert table.loc["score", "by_step"] == "parity at 105-140, worse at 175"
     assert table.loc["greedy_accuracy", "stable"]  # greedy accuracy never moves here
+    assert math.isnan(table.loc["score", "seeds_to_stable"])  # decided at every checkpoint: seeds cannot help
+
+    # Parity in the tail, one checkpoint too noisy to decide: the seeds its spread would need.
+    noisy = [0.08, -0.07, 0.06, -0.09, 0.03]
+    wobbles = checkpoint_table({105: parity, 140: noisy, 175: parity})
+    table = stability(verdicts(cfg, wobbles[wobbles.step == 105], best), trajectory(cfg, wobbles, best))
+    score = table.set_index("metric").loc["score"]
+    assert not score.stable and score.by_step == "parity at 105, inconclusive at 140, parity at 175"
+    assert score.seeds_to_stable == seeds_to_decide(noisy, cfg.analysis.parity_threshold["rl"], cfg.analysis.confidence) > 5
 
     steady = checkpoint_table({105: parity, 140: parity})
     table = stability(verdicts(cfg, steady[steady.step == 140], best), trajectory(cfg, steady, best))

@@ -285,20 +285,26 @@ def by_step(steps: list[int], labels: list[str]) -> str:
 
 def stability(table: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """`table` (verdicts.csv) with `stable` (the verdict at every late checkpoint agrees with the
-    primary verdict) and `by_step` (the verdicts at the checkpoints, in words)."""
+    primary verdict), `by_step` (the verdicts at the checkpoints, in words) and `seeds_to_stable`
+    (the seeds the observed spread would need to decide every inconclusive checkpoint; NaN when
+    none is inconclusive)."""
     if not len(table):
-        return table.assign(stable=pd.Series(dtype=bool), by_step=pd.Series(dtype=str))
+        return table.assign(stable=pd.Series(dtype=bool), by_step=pd.Series(dtype=str),
+                            seeds_to_stable=pd.Series(dtype=float))
     grouped = {key: g for key, g in steps.groupby(VERDICT_KEY)} if len(steps) else {}
-    stable, words = [], []
+    stable, words, need = [], [], []
     for r in table.itertuples():
         g = grouped.get((r.regime, r.model, r.method, r.metric))
         if g is None:
             stable.append(True)
             words.append("")
+            need.append(math.nan)
             continue
         stable.append(bool((g.verdict == r.verdict).all()))
         words.append(by_step(g.step.tolist(), g.verdict.tolist()))
-    return table.assign(stable=stable, by_step=words)
+        open_ = g[g.verdict == "inconclusive"]
+        need.append(float(open_.seeds_to_decide.max()) if len(open_) else math.nan)
+    return table.assign(stable=stable, by_step=words, seeds_to_stable=need)
 
 
 def plateau(cfg: StudyConfig, curves: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:

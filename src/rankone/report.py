@@ -221,7 +221,16 @@ def stability_note(g: pd.DataFrame) -> str:
     if not moved:
         return ""
     return (" Not stable over the late checkpoints, so these verdicts move with the stop step: "
-            + "; ".join(f"{method_label(r.method)} ({r.by_step})" for r in moved) + ".")
+            + "; ".join(f"{method_label(r.method)} ({r.by_step}{seeds_phrase(r)})" for r in moved) + ".")
+
+
+def seeds_phrase(r) -> str:
+    """How many seeds would decide an unstable verdict's inconclusive checkpoints, if any."""
+    need = getattr(r, "seeds_to_stable", math.nan)
+    if math.isnan(need):  # no checkpoint was inconclusive
+        return ""
+    count = "more than 1,000" if need == math.inf else f"about {need:.0f}"
+    return f"; {count} seeds would decide each inconclusive checkpoint at the observed spread"
 
 
 def edge_note(g: pd.DataFrame) -> str:
@@ -376,7 +385,7 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
                          f"val pass@{s['samples_per_prompt']}": s["val"][f"pass_at_{s['samples_per_prompt']}"],
                          "val zero-variance share": s["val"]["zero_variance_share"]})
     show = ["regime", "model", "method", "metric", "lr", "lr_edge", "fullft_lr", "fullft_lr_edge", "gap", "ci_low",
-            "ci_high", "seeds", "margin", "verdict", "reason", "seeds_to_decide", "stable", "by_step"]
+            "ci_high", "seeds", "margin", "verdict", "reason", "seeds_to_decide", "stable", "by_step", "seeds_to_stable"]
     diverged = runs[runs.status != "completed"][["regime", "model", "method", "lr", "seed", "status"]]
     git = git_state()
     prov = pd.DataFrame([
