@@ -25,8 +25,10 @@ def test_the_paper_dag_builds_offline_and_downloads_nothing(tmp_path, configs, t
     jobs = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", out.stdout.split("Job stats:")[1], re.M)}
     methods = 1 + 9  # FullFT and ranks 1, 2, 4, ..., 256
     assert jobs["train"] == 2 * (3 + 9 * 4) and jobs["evaluate"] == 2 * methods
-    train = out.stdout.split("rule train:")[1].split("\n\n")[0]
-    assert re.search(r"resources: .*gpu=1.*mem_mb=160000", train), train
+    for train in (block.split("\n\n")[0] for block in out.stdout.split("rule train:")[1:]):
+        # the planner's numbers: FullFT on a node of 8 GPUs (sharded), every LoRA rank on one
+        wanted = r"gpu=8.*mem_mb=640000" if "method=fullft" in train else r"gpu=1.*mem_mb=160000"
+        assert re.search(rf"resources: .*{wanted}", train), train
     assert not hf_home.exists() or not any(hf_home.rglob("*.*")), "the dry run wrote to the hub cache"
     cfg = validate(load_layers(configs))
     assert cfg.tasks["rl"].name == task and cfg.dtype == "bfloat16" and cfg.rollout.engine == "vllm"
@@ -44,6 +46,8 @@ def test_the_paper_models_are_the_pinned_8b_base_models():
     assert sorted(int(m.removeprefix("lora-r")) for m in cfg.methods if m != "fullft") == [2**i for i in range(9)]
     assert set(cfg.resources) == set(RESOURCE_STAGES)
     assert all(cfg.resources[s].gpu == 1 for s in RESOURCE_STAGES if s != "models")
+    assert cfg.resources["train"].for_job("qwen3-8b-base", "fullft") == {"gpu": 8, "mem_mb": 640000, "runtime": 2880}
+    assert cfg.resources["train"].for_job("qwen3-8b-base", "lora-r16") == {"gpu": 1, "mem_mb": 160000, "runtime": 2880}
 
 
 def test_resources_are_scheduling_only_and_checked(tmp_path):

@@ -78,7 +78,7 @@ def test_a_gguf_whose_sha256_differs_is_refused_before_loading(tmp_path, monkeyp
     from rankone.models.build import build
 
     real = models.PRESETS["smollm2-135m"]
-    monkeypatch.setitem(models.PRESETS, "smollm2-135m", GgufPreset(real.package, real.filename, "0" * 64))
+    monkeypatch.setitem(models.PRESETS, "smollm2-135m", GgufPreset(real.package, real.filename, "0" * 64, real.shape))
     cfg = validate(real_config(tmp_path))
     out = Layout(cfg).model("smollm2-135m")
     with pytest.raises(InputError, match=r"SmolLM2-135M-Instruct.Q4_1.gguf has sha256 b179c952.*pins 0000"):

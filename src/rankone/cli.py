@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from rankone.config import ConfigError, RunId, StudyConfig, json_schema, load
+from rankone.config import ConfigError, RunId, StudyConfig, json_schema, layered_files, load, validate
 from rankone.io import InputError, log, pin_cpu_kernels, setup_logging
 from rankone.paths import Layout
 
@@ -187,6 +187,23 @@ def cmd_check(cfg: StudyConfig, args) -> None:
           f"select), {len(sub_study_runs(cfg))} sub-study runs (capacity, levers)")
 
 
+def cmd_plan(files: list[str], scaling: bool) -> int:
+    """Print what every job of the study (config files layered in order, as Snakemake layers
+    --configfile) needs; exit 1 naming the jobs that cannot fit their resources."""
+    from rankone import plan
+
+    cfg = validate(layered_files(files), source="config " + " + ".join(files))
+    if scaling:
+        print(plan.scaling(cfg))
+        return 0
+    estimates = plan.plan(cfg)
+    print(plan.table(cfg, estimates))
+    bad = plan.misfits(cfg, estimates)
+    for line in bad:
+        log.error("cannot fit: %s", line)
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rankone", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -229,6 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     publish.add_argument("--results", default="results", help="folder of the studies' results (default: results)")
     publish.add_argument("--no-snakemake-report", action="store_true", help="skip Snakemake's report zip")
     publish.set_defaults(func=None)
+    planner = sub.add_parser("plan", help="per job: parameters, peak GPU memory, FLOPs, GPU-hours and GPUs "
+                             "needed, from the model shapes alone; exit 1 when a job cannot fit its resources")
+    planner.add_argument("--config", required=True, nargs="+", metavar="YAML",
+                         help="config files layered in order, as snakemake --configfile layers them (e.g. "
+                         "config/default.yaml config/experiments/paper.yaml)")
+    planner.add_argument("--scaling", action="store_true", help="instead: the study's train schedule on Qwen3 "
+                         "shapes from 0.6B to 32B, FullFT and LoRA rank 1 (GPUs, memory, GPU-hours per run)")
+    planner.set_defaults(func=None)
     resolve = sub.add_parser("resolve", help="validate a config and write it, defaults filled in, to --out")
     resolve.add_argument("--config", required=True)
     resolve.add_argument("--out", required=True)
@@ -239,6 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "schema":
         yaml.safe_dump(json_schema(), sys.stdout, sort_keys=False)
         return 0
+    if args.command == "plan":
+        try:
+            return cmd_plan(args.config, args.scaling)
+        except (ConfigError, InputError) as err:
+            log.error("%s", err)
+            return 2
     if args.command == "publish":
         from rankone.publish import publish
 

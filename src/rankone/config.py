@@ -432,12 +432,73 @@ class LeversConfig(Grid):
         return variants
 
 
+class ResourceOverride(Strict):
+    gpu: int | None = Field(None, ge=0, description="GPUs per job; unset: the stage's.")
+    mem_mb: int | None = Field(None, gt=0, description="Memory per job in MB; unset: the stage's.")
+    runtime: int | None = Field(None, gt=0, description="Wall-clock limit in minutes; unset: the stage's.")
+
+
+METHOD_FAMILIES = ("fullft", "lora", "tinylora")
+
+
 class StageResources(Strict):
     gpu: int = Field(0, ge=0, description="GPUs per job (Snakemake resource `gpu`; SLURM --gpus).")
     mem_mb: int | None = Field(None, gt=0, description="Memory per job in MB (SLURM --mem); unset: the profile's default.")
     runtime: int | None = Field(
         None, gt=0, description="Wall-clock limit per job in minutes (SLURM -t); unset: the profile's default."
     )
+    by_method: dict[Literal[METHOD_FAMILIES], ResourceOverride] = Field(  # type: ignore[valid-type]
+        default_factory=dict, description="Per method family (fullft, lora, tinylora): what differs from the "
+        "stage's numbers, for the jobs that train or load one method (train, evaluate, truncation, levers)."
+    )
+    by_model: dict[str, ResourceOverride] = Field(
+        default_factory=dict, description="Per model: what differs from the stage's (and the method family's) "
+        "numbers; a model's entry wins over its method family's."
+    )
+
+    @model_validator(mode="after")
+    def _overrides_have_a_default(self) -> StageResources:
+        for where, overrides in (("by_method", self.by_method), ("by_model", self.by_model)):
+            for name, o in overrides.items():
+                for key in ("mem_mb", "runtime"):
+                    if getattr(o, key) is not None and getattr(self, key) is None:
+                        raise ValueError(f"{where}.{name}.{key} is set but the stage's {key} is not: set the "
+                                         "stage's too (a job of another method or model needs a value)")
+        return self
+
+    def for_job(self, model: str | None = None, method: str | None = None) -> dict:
+        """The resources of one job: the stage's, then its method family's, then its model's."""
+        out = {"gpu": self.gpu, "mem_mb": self.mem_mb, "runtime": self.runtime}
+        layers = [self.by_method.get(method_kind(method)) if method else None,
+                  self.by_model.get(model) if model else None]
+        for o in layers:
+            if o is not None:
+                out.update(o.model_dump(exclude_none=True))
+        return {k: v for k, v in out.items() if v is not None}
+
+
+class PlanConfig(Strict):
+    """What `rankone plan` assumes of the GPU and the data (scheduling only, never part of a result)."""
+
+    gpu_memory_gb: float = Field(
+        80, gt=0, description="Memory of one GPU in GB (an 80 GB A100 or H100; an H200 has 141)."
+    )
+    usable_share: float = Field(
+        0.9, gt=0, le=1, description="Share of a GPU's memory a job may plan for (the rest: CUDA context, "
+        "allocator fragmentation)."
+    )
+    gpu_peak_tflops: float = Field(
+        989, gt=0, description="Dense bf16 peak of one GPU in TFLOP/s (NVIDIA's H100 SXM datasheet: 989; A100: 312)."
+    )
+    mfu: float = Field(
+        0.2, gt=0, le=1, description="Model FLOP utilisation the hours are estimated at: the share of the peak a "
+        "job sustains. RL alternates token-by-token sampling (memory-bound) with updates, so it sits well below "
+        "pretraining's 0.4-0.5."
+    )
+    prompt_tokens: int = Field(
+        256, gt=0, description="Prompt length in tokens the estimates assume (RL and evaluation)."
+    )
+    sft_tokens: int = Field(512, gt=0, description="Tokens per SFT example the estimates assume.")
 
 
 # Stages whose jobs load a model: the ones worth a GPU and a memory request.
@@ -473,9 +534,11 @@ class StudyConfig(Grid):
     )
     resources: dict[Literal[RESOURCE_STAGES], StageResources] = Field(  # type: ignore[valid-type]
         default_factory=dict,
-        description="Per-stage job resources (GPUs, memory, run time) for a cluster profile; scheduling only, "
-        "never part of a result.",
+        description="Per-stage job resources (GPUs, memory, run time) for a cluster profile, per method family "
+        "and model where they differ; scheduling only, never part of a result. `rankone plan` checks that each "
+        "job fits them.",
     )
+    plan: PlanConfig = Field(default_factory=PlanConfig)
     models: list[str] = Field(
         min_length=1, description="Model presets (rankone.models.PRESETS) or names from local_models."
     )

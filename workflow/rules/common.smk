@@ -78,9 +78,38 @@ def check_executor():
 
 def stage_resources(stage):
     """The job resources the config's `resources` section sets for `stage` (GPUs, memory, run
-    time): rule resources, so a cluster profile's scheduler sees them."""
+    time), per job: the stage's numbers, then its method family's, then its model's. Rule
+    resources, so a cluster profile's scheduler sees them."""
     spec = STUDY.resources.get(stage)
-    return spec.model_dump(exclude_none=True) if spec else {}
+    if spec is None:
+        return {}
+    keys = set(spec.for_job())
+    for override in [*spec.by_method.values(), *spec.by_model.values()]:
+        keys |= set(override.model_dump(exclude_none=True))
+
+    def resource(key):
+        def value(wildcards):
+            return spec.for_job(wildcards.get("model"), wildcards.get("method"))[key]
+
+        return value
+
+    return {key: resource(key) for key in sorted(keys)}
+
+
+def check_plan():
+    """Before any job: every GPU job of the study fits the GPUs its resources give it
+    (rankone plan), or the DAG is refused naming the job and the numbers."""
+    gpu_jobs = any(
+        spec.gpu or any(o.gpu for o in [*spec.by_method.values(), *spec.by_model.values()])
+        for spec in STUDY.resources.values()
+    )
+    if gpu_jobs and workflow.is_main_process:
+        from rankone.plan import check  # torch and peft: loaded only for a GPU study
+
+        try:
+            check(STUDY)
+        except InputError as err:
+            raise WorkflowError(str(err)) from None
 
 
 def code(stage):
@@ -318,3 +347,6 @@ def report_files():
     ]
     pages = [f"{REPORT}/{name}" for name in ("report.md", "report.html")]
     return pages + figures + optional_tables()
+
+
+check_plan()

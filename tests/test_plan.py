@@ -1,0 +1,146 @@
+"""`rankone plan`: shapes against the hub's config.json, FLOPs against a hand count, predicted
+memory against a measured RL step, and jobs that cannot fit refused before anything runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from rankone import plan
+from rankone.config import layered_files, validate
+from rankone.io import InputError
+from rankone.models import PRESETS, HubPreset, Shape
+from tests.conftest import ROOT, copy_workflow, real_config, snakemake
+
+HUB_CONFIGS = ROOT / "tests/fixtures/hub/configs"
+FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+          "vocab_size", "tie_word_embeddings")
+
+
+@pytest.mark.parametrize("name", [n for n, p in PRESETS.items() if isinstance(p, HubPreset)])
+def test_each_hub_preset_carries_its_config_json_numbers(name):
+    spec = PRESETS[name]
+    hub = json.loads((HUB_CONFIGS / spec.repo_id.replace("/", "--") / "config.json").read_text())
+    assert {f: getattr(spec.shape, f) for f in FIELDS} == {f: hub[f] for f in FIELDS}
+    assert spec.shape.head_dim == hub.get("head_dim", hub["hidden_size"] // hub["num_attention_heads"])
+    assert spec.shape.config_class == hub["architectures"][0].replace("ForCausalLM", "Config")
+
+
+def test_the_gguf_preset_shape_is_the_converted_checkpoints(smollm2):
+    cfg, at, _ = smollm2
+    converted = json.loads((at.model("smollm2-135m") / "config.json").read_text())
+    shape = PRESETS["smollm2-135m"].shape
+    assert {f: getattr(shape, f) for f in FIELDS} == {f: converted[f] for f in FIELDS}
+    assert plan.counts(cfg, shape, None)[0] == json.loads((at.model("smollm2-135m") / "rankone.json").read_text())[
+        "parameters"]
+
+
+def test_flops_match_a_hand_count():
+    # 2 blocks of width 8 (2 query heads, 1 key/value head of 4), MLP 16, vocabulary 10, untied.
+    shape = Shape("LlamaConfig", 8, 16, 2, 2, 1, 4, 10, False)
+    linears = sum(m.weight.numel() for m in plan.meta_model(shape).modules() if isinstance(m, torch.nn.Linear))
+    per_block = 8 * 8 + 8 * 4 + 8 * 4 + 8 * 8 + 3 * 8 * 16  # q, k, v, o; gate, up, down
+    assert linears == 2 * per_block + 8 * 10 == 1232  # the blocks and the LM head, on the meta model
+    assert plan.forward_flops_per_token(shape, 0) == 2 * 1232  # 2 FLOPs a multiply-add
+    # Three causal tokens attend to 1, 2 and 3 positions: scores and values, 2 x 8 x context
+    # multiply-adds per block.
+    assert plan.sequence_flops(shape, 3) == 3 * 2 * 1232 + 2 * 2 * (2 * 8 * (1 + 2 + 3))
+
+
+# One RL step as a run's second step takes it (Adam's state already there): forward and
+# backward on fixed tokens, then the Adam step; peak RSS above the process's after importing
+# torch, transformers and peft (the libraries are not the job's). Every large block is mmapped
+# (MALLOC_MMAP_THRESHOLD_), so a freed tensor leaves RSS as it leaves a GPU allocator's live
+# bytes: glibc's heap otherwise keeps some, and one batch's peak moved 880-1,345 MiB between runs.
+STEP = r"""
+import json, resource, sys
+import torch, transformers, peft
+from rankone.config import LoraConfig
+from rankone.models.load import load_base, make_policy
+from rankone.models.sequences import completion_logprobs
+model_dir, method, B, L, C = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+torch.set_num_threads(1)
+base = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
+torch.manual_seed(0)
+model, _ = load_base(model_dir)
+policy = make_policy(model, method, None if method == "fullft" else LoraConfig(), "all-linear").train()
+optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=1e-6)
+for p in optimizer.param_groups[0]["params"]:
+    p.grad = torch.zeros_like(p)
+optimizer.step()
+optimizer.zero_grad(set_to_none=True)
+V = model.config.vocab_size
+prompt, completion = torch.randint(0, V, (B, L)), torch.randint(0, V, (B, C))
+logprobs = completion_logprobs(policy, prompt, torch.ones_like(prompt), completion, torch.ones_like(completion))
+(-logprobs.mean()).backward()
+optimizer.step()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
+"""
+
+
+@pytest.mark.parametrize("method", ["fullft", "lora-r1"])
+def test_predicted_peak_of_an_rl_step_is_within_30_percent_of_the_measured(smollm2, tmp_path, method):
+    cfg, at, _ = smollm2
+    L, C = 32, 64
+    for B in (2, 8):
+        out = subprocess.run([sys.executable, "-c", STEP, str(at.model("smollm2-135m")), method, str(B), str(L),
+                              str(C)], capture_output=True, text=True, cwd=ROOT, check=True,
+                             env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"})
+        peak = int(out.stdout.strip().splitlines()[-1])
+        study = validate(real_config(tmp_path, dtype="float32", rl={"steps": 1, "prompts_per_step": B // 2,
+                                                                    "group_size": 2},
+                                     rollout={"max_new_tokens": C}, plan={"prompt_tokens": L}))
+        e = plan.estimate(study, "train", "smollm2-135m", method)
+        predicted = e.weights + e.optimizer + e.update()  # no sampling in this step
+        print(f"\n{method} B={B}: predicted {predicted / 2**20:.0f} MiB, measured {peak / 2**20:.0f} MiB")
+        assert 0.7 * peak <= predicted <= 1.3 * peak, (B, predicted / 2**20, peak / 2**20)
+
+
+def paper(**resources) -> dict:
+    data = layered_files([ROOT / "config/default.yaml", ROOT / "config/experiments/paper.yaml"])
+    if resources:
+        data["resources"] = {**data["resources"], **resources}
+    return data
+
+
+def test_fullft_8b_on_one_80_gb_gpu_is_refused_lora_rank_1_is_not():
+    one_gpu = validate(paper(train={"gpu": 1, "mem_mb": 160000, "runtime": 2880}))
+    assert one_gpu.plan.gpu_memory_gb == 80
+    with pytest.raises(InputError) as refused:
+        plan.check(one_gpu)
+    assert "train llama-3.1-8b fullft: needs" in str(refused.value)
+    assert "train qwen3-8b-base fullft: needs" in str(refused.value)
+    assert "lora" not in str(refused.value)  # every rank up to 256 fits one GPU
+    estimates = plan.check(validate(paper()))  # as committed: FullFT on a node of 8 (sharded), LoRA on one
+    fullft = next(e for e in estimates if e.stage == "train" and e.method == "fullft")
+    lora = next(e for e in estimates if e.stage == "train" and e.method == "lora-r1")
+    assert fullft.gpus_given == 8 and 1 < fullft.gpus_needed <= 8 and lora.gpus_given == lora.gpus_needed == 1
+    assert fullft.parameters == fullft.trainable > 8e9 and lora.trainable < 1e-3 * lora.parameters
+
+
+SMALL_GPU = "resources:\n  train: {gpu: 1, by_method: {lora: {gpu: 2}}}\nplan: {gpu_memory_gb: 0.001}\n"
+
+
+def test_rankone_plan_names_the_job_that_cannot_fit(tmp_path):
+    (tmp_path / "small-gpu.yaml").write_text(SMALL_GPU)
+    out = subprocess.run([sys.executable, "-m", "rankone", "plan", "--config", "config/default.yaml",
+                          "config/smoke.yaml", str(tmp_path / "small-gpu.yaml")], capture_output=True, text=True,
+                         cwd=ROOT)
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "| train | qwen3-tiny | lora-r1 |" in out.stdout and "GPU-hours" in out.stdout
+    assert "cannot fit: train llama-tiny fullft: needs" in out.stderr
+
+
+def test_snakemake_refuses_a_study_whose_jobs_cannot_fit_before_running_any(tmp_path):
+    workdir = copy_workflow(tmp_path / "repo")
+    (workdir / "small-gpu.yaml").write_text(SMALL_GPU)
+    out = snakemake(workdir, "-n", configs=("config/smoke.yaml", "small-gpu.yaml"))
+    said = out.stdout + out.stderr
+    assert out.returncode != 0 and "Job stats" not in said
+    assert "train llama-tiny fullft: needs" in said and "resources.train gives 1 x" in said, said[-3000:]
+    assert "train qwen3-tiny lora-r1: needs" in said and "gives 2 x" in said
