@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -54,11 +55,13 @@ def test_flops_match_a_hand_count():
 
 # One RL step as a run's second step takes it (Adam's state already there): forward and
 # backward on fixed tokens, then the Adam step; peak RSS above the process's after importing
-# torch, transformers and peft (the libraries are not the job's). Every large block is mmapped
-# (MALLOC_MMAP_THRESHOLD_), so a freed tensor leaves RSS as it leaves a GPU allocator's live
-# bytes: glibc's heap otherwise keeps some, and one batch's peak moved 880-1,345 MiB between runs.
+# torch, transformers and peft (the libraries are not the job's). The peak is VmHWM, this
+# process's own (getrusage's ru_maxrss keeps the parent's across fork and exec: under pytest it
+# read 1,347 MiB for an 881 MiB step). Every large block is mmapped (MALLOC_MMAP_THRESHOLD_), so
+# a freed tensor leaves RSS as it leaves a GPU allocator's live bytes: glibc's heap otherwise
+# keeps some, and one step's peak moved 912-1,094 MiB between runs.
 STEP = r"""
-import json, resource, sys
+import resource, sys
 import torch, transformers, peft
 from rankone.config import LoraConfig
 from rankone.models.load import load_base, make_policy
@@ -79,7 +82,8 @@ prompt, completion = torch.randint(0, V, (B, L)), torch.randint(0, V, (B, C))
 logprobs = completion_logprobs(policy, prompt, torch.ones_like(prompt), completion, torch.ones_like(completion))
 (-logprobs.mean()).backward()
 optimizer.step()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM"))
+print(int(hwm.split()[1]) * 1024 - base)
 """
 
 
@@ -144,3 +148,17 @@ def test_snakemake_refuses_a_study_whose_jobs_cannot_fit_before_running_any(tmp_
     assert out.returncode != 0 and "Job stats" not in said
     assert "train llama-tiny fullft: needs" in said and "resources.train gives 1 x" in said, said[-3000:]
     assert "train qwen3-tiny lora-r1: needs" in said and "gives 2 x" in said
+
+
+def test_the_one_gpu_study_fits_one_gpu_and_its_dag_builds_offline(tmp_path):
+    configs = ("config/experiments/gpu-1.yaml",)
+    cfg = validate(layered_files([ROOT / "config/default.yaml", *(ROOT / c for c in configs)]))
+    estimates = plan.check(cfg)
+    assert {e.gpus_given for e in estimates} == {e.gpus_needed for e in estimates} == {1}
+    assert cfg.models == ["qwen3-0.6b", "llama-3.2-1b"] and cfg.tasks["rl"].name == "gsm8k"
+    workdir = copy_workflow(tmp_path / "repo")
+    offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    out = snakemake(workdir, "-n", configs=configs, cores=False, env=offline)
+    assert out.returncode == 0, out.stderr[-3000:]
+    train = int(re.search(r"^train\s+(\d+)$", out.stdout, re.M)[1])
+    assert train == 2 * (3 + 4 * 4)  # per model: FullFT's 3 lrs, 4 ranks x 4 lrs (a job trains a cell's seeds)
