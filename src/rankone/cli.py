@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from rankone.config import ConfigError, RunId, StudyConfig, json_schema, layered_files, load, validate
+from rankone.gpus import claim_for_job
 from rankone.io import InputError, log, pin_cpu_kernels, setup_logging
 from rankone.paths import Layout
 
@@ -278,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         cfg = load(args.config)
+        claim_for_job()  # a GPU job on a local box: its own GPU ids, before torch starts
         pin_cpu_kernels(cfg.cpu_kernels)
         if args.command == "resolve":
             write_resolved(cfg, Path(args.out))

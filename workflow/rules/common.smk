@@ -79,10 +79,11 @@ def check_executor():
 def stage_resources(stage):
     """The job resources the config's `resources` section sets for `stage` (GPUs, memory, run
     time), per job: the stage's numbers, then its method family's, then its model's. Rule
-    resources, so a cluster profile's scheduler sees them."""
+    resources, so a cluster profile's scheduler (or --resources gpu=N on one machine) sees them;
+    the shell hands `gpu` to the job as RANKONE_GPUS, which claims that many ids (rankone.gpus)."""
     spec = STUDY.resources.get(stage)
     if spec is None:
-        return {}
+        return {"gpu": 0}  # every job's shell passes its GPUs on (rankone.gpus)
     keys = set(spec.for_job())
     for override in [*spec.by_method.values(), *spec.by_model.values()]:
         keys |= set(override.model_dump(exclude_none=True))

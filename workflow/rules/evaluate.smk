@@ -20,4 +20,4 @@ rule evaluate:
         scope=scope_flag,
         digest=digest("evaluate"),
     shell:
-        "{params.rankone} evaluate --config {params.config} --method {params.method}{params.scope} 2> {log}"
+        "RANKONE_GPUS={resources.gpu} {params.rankone} evaluate --config {params.config} --method {params.method}{params.scope} 2> {log}"

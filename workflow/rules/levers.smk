@@ -58,4 +58,4 @@ rule levers:
         code=code("levers"),
         digest=digest("levers"),
     shell:
-        "{params.rankone} levers --config {params.config} 2> {log}"
+        "RANKONE_GPUS={resources.gpu} {params.rankone} levers --config {params.config} 2> {log}"

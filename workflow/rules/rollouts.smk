@@ -18,4 +18,4 @@ rule rollouts:
         code=code("rollouts"),
         digest=digest("rollouts"),
     shell:
-        "{params.rankone} rollouts --config {params.config} --model {wildcards.model} 2> {log}"
+        "RANKONE_GPUS={resources.gpu} {params.rankone} rollouts --config {params.config} --model {wildcards.model} 2> {log}"

@@ -23,4 +23,4 @@ rule train:
         scope=scope_flag,
         digest=digest("train"),
     shell:
-        "{params.rankone} train --config {params.config} --run {params.run}{params.scope} 2> {log}"
+        "RANKONE_GPUS={resources.gpu} {params.rankone} train --config {params.config} --run {params.run}{params.scope} 2> {log}"

@@ -25,4 +25,4 @@ rule truncation:
         code=code("truncation"),
         digest=digest("truncation"),
     shell:
-        "{params.rankone} truncation --config {params.config} 2> {log}"
+        "RANKONE_GPUS={resources.gpu} {params.rankone} truncation --config {params.config} 2> {log}"
