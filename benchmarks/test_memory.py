@@ -1,8 +1,8 @@
 """Memory, not correctness: one RL update on SmolLM2-135M with 256-token completions, the whole
 step in one forward/backward against `rl.micro_batch` slices (`make benchmark`).
 
-Each variant runs in a process of its own, so its peak RSS is its own: the peak during the
-update minus the peak before it (model, Adam state and the batch already in memory). Times
+Each variant runs in a process of its own, so its peak RSS (VmHWM) is its own: the peak during
+the update minus the peak before it (model, Adam state and the batch already in memory). Times
 come from pytest-benchmark, one round each. Prints one line per variant for the README.
 """
 
@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import ROOT, smollm2  # noqa: F401 - the SmolLM2 fixture
 
 STEP = r"""
-import json, resource, sys, time, torch
+import json, sys, time, torch
 from rankone.models.load import load_base, make_policy
 from rankone.models.sequences import completion_logprobs
 from rankone.train.rl import group_advantages, micro_batches, policy_gradient_loss
@@ -38,7 +38,9 @@ episodes = keep_P.repeat_interleave(G).float().sum()
 for p in optimizer.param_groups[0]["params"]:  # Adam's state allocated before the measured step
     p.grad = torch.zeros_like(p)
 optimizer.step(); optimizer.zero_grad(set_to_none=True)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def hwm():  # this process's own peak RSS in KiB (ru_maxrss keeps the parent's across fork and exec)
+    return int(next(line for line in open("/proc/self/status") if line.startswith("VmHWM")).split()[1])
+before = hwm()
 t0 = time.perf_counter()
 for rows in micro_batches(P * G, micro):
     logprobs = completion_logprobs(policy, prompt_B_L[rows], mask_B_L[rows], completion_B_C[rows], mask_B_C[rows])
@@ -46,7 +48,7 @@ for rows in micro_batches(P * G, micro):
                          keep_P.repeat_interleave(G)[rows], episodes).backward()
 optimizer.step()
 seconds = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = hwm()
 print(json.dumps({"seconds": seconds, "peak_rss_mib": peak / 1024, "step_rss_mib": (peak - before) / 1024}))
 """
 

@@ -25,10 +25,12 @@ def test_the_paper_dag_builds_offline_and_downloads_nothing(tmp_path, configs, t
     jobs = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", out.stdout.split("Job stats:")[1], re.M)}
     methods = 1 + 9  # FullFT and ranks 1, 2, 4, ..., 256
     assert jobs["train"] == 2 * (3 + 9 * 4) and jobs["evaluate"] == 2 * methods
-    for train in (block.split("\n\n")[0] for block in out.stdout.split("rule train:")[1:]):
+    trains = re.findall(r"^rule train:$.*?^    wildcards: (.*?)$\n^    resources: (.*?)$", out.stdout, re.M | re.S)
+    assert len(trains) == jobs["train"]
+    for wildcards, resources in trains:
         # the planner's numbers: FullFT on a node of 8 GPUs (sharded), every LoRA rank on one
-        wanted = r"gpu=8.*mem_mb=640000" if "method=fullft" in train else r"gpu=1.*mem_mb=160000"
-        assert re.search(rf"resources: .*{wanted}", train), train
+        wanted = r"gpu=8.*mem_mb=640000" if "method=fullft" in wildcards else r"gpu=1.*mem_mb=160000"
+        assert re.search(wanted, resources), (wildcards, resources)
     assert not hf_home.exists() or not any(hf_home.rglob("*.*")), "the dry run wrote to the hub cache"
     cfg = validate(load_layers(configs))
     assert cfg.tasks["rl"].name == task and cfg.dtype == "bfloat16" and cfg.rollout.engine == "vllm"
