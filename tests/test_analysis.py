@@ -234,3 +234,15 @@ def test_a_verdict_that_flips_at_the_last_checkpoint_is_not_stable(study):
 def test_by_step_names_each_run_of_one_verdict():
     assert by_step([5, 6, 7, 8], ["parity", "parity", "worse", "parity"]) == "parity at 5-6, worse at 7, parity at 8"
     assert by_step([8], ["better"]) == "better at 8"
+
+
+def test_the_answer_names_a_judged_run_that_collapsed():
+    from rankone.report import collapse_note
+
+    judged = pd.DataFrame([{"regime": "rl", "model": "m", "method": m, "lr": 1e-4, "seed": s, "test_score": v,
+                            "format_collapse": c}
+                           for m, s, v, c in [("fullft", 10, 0.8, False), ("fullft", 12, 0.0, True),
+                                              ("lora-r1", 10, 0.7, False), ("lora-r1", 12, 0.7, False)]])
+    note = collapse_note(judged, "rl", "m")
+    assert "1 of the 4 judged runs: FullFT seed 12 (lr 0.0001, test score 0.000)" in note
+    assert collapse_note(judged[judged.seed == 10], "rl", "m") == "" and collapse_note(None, "rl", "m") == ""

@@ -217,7 +217,7 @@ def experiment_page(cfg: StudyConfig, at: Layout, entry: dict, grid: list, analy
     sections = []
     if analysis is not None:
         sections = report.build_sections(cfg, at, **analysis)
-        answer = report.findings(analysis["verdicts"], analysis["plateau"])
+        answer = report.findings(analysis["verdicts"], analysis["plateau"], analysis["judged"])
         method = [b for b in sections[0][1] if isinstance(b, str) and b not in answer]
         figures = [b for b in sections[0][1] if isinstance(b, tuple) and b[1] != "forest.png"]  # the trajectory
         body.append('<section class="answer" id="the-answer"><img src="forest.png" alt="'

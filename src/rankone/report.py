@@ -248,6 +248,9 @@ def plateau_note(plateau: pd.DataFrame, model: str) -> str:
         return ""
     p = p.iloc[0]
     window = f"the last {p.window} of {p.steps} steps"
+    if math.isnan(p.seed_spread):  # one sweep seed: no spread to judge against
+        return (f" FullFT's reward moved {p.change:+.3f} over {window} of its one sweep seed; with one seed there is "
+                "no spread to test a plateau against.")
     if p.plateau:
         return (f" FullFT's reward had reached a plateau ({p.reward_last:.3f} over {window} against "
                 f"{p.reward_before:.3f} before, within the seed spread {p.seed_spread:.3f}).")
@@ -255,7 +258,22 @@ def plateau_note(plateau: pd.DataFrame, model: str) -> str:
             f"{p.seed_spread:.3f}): longer runs could change these verdicts.")
 
 
-def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame) -> list[str]:
+def collapse_note(judged: pd.DataFrame | None, regime: str, model: str) -> str:
+    """Which of the runs a verdict was judged on stopped giving parseable answers (format
+    collapse): one such seed can decide the interval's width on its own."""
+    if judged is None or "format_collapse" not in judged:
+        return ""
+    g = judged[(judged.regime == regime) & (judged.model == model) & (judged.format_collapse == True)]  # noqa: E712
+    if not len(g):
+        return ""
+    runs = ", ".join(f"{method_label(r.method)} seed {r.seed} (lr {r.lr:g}, test score {r.test_score:.3f})"
+                     for r in g.sort_values(["method", "seed"]).itertuples())
+    return (f" Format collapse in {len(g)} of the {int(((judged.regime == regime) & (judged.model == model)).sum())} "
+            f"judged runs: {runs}, whose completions stopped parsing, so reward and gradients went to 0; such a run "
+            "widens the interval on its own.")
+
+
+def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame, judged: pd.DataFrame | None = None) -> list[str]:
     """The answer: one plain sentence per (regime, model), with how sure it is."""
     out = []
     score = verdicts[verdicts.metric == "score"] if len(verdicts) else verdicts
@@ -270,7 +288,8 @@ def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame) -> list[str]:
             sentence += (f" Greedy accuracy (margin ±{greedy.margin.iloc[0]:g}): "
                          + ", ".join(f"{method_label(r.method)} {r.verdict} ({r.gap:+.3f})"
                                      for r in greedy.itertuples()) + ".")
-        sentence += stability_note(g) + edge_note(g) + (plateau_note(plateau, model) if regime == "rl" else "")
+        sentence += (stability_note(g) + edge_note(g) + collapse_note(judged, regime, model)
+                     + (plateau_note(plateau, model) if regime == "rl" else ""))
         out.append(sentence)
     return out
 
@@ -324,9 +343,22 @@ def verdict_table(at: Layout) -> pd.DataFrame:
     return _read(at.analysis / "verdicts.csv").fillna({"lr_edge": "", "fullft_lr_edge": ""})
 
 
+def judged_runs(at: Layout) -> pd.DataFrame:
+    """The runs the verdicts were judged on: a confirmed regime's confirmation runs
+    (confirm_runs.csv), every other regime's sweep runs at their best lr."""
+    runs = pd.read_csv(at.analysis / "runs.csv")
+    confirm = _read(at.analysis / "confirm_runs.csv")
+    best = pd.read_csv(at.analysis / "best_lr.csv")
+    keys = ["regime", "model", "method", "lr"]
+    sweep = runs.merge(best[keys], on=keys)
+    if len(confirm):
+        sweep = sweep[~sweep.regime.isin(set(confirm.regime))]
+    return pd.concat([sweep, confirm], ignore_index=True)
+
+
 def headline(at: Layout) -> list[str]:
     """The report's answer in plain sentences, from the analysis tables."""
-    return findings(verdict_table(at), _read(at.analysis / "plateau.csv"))
+    return findings(verdict_table(at), _read(at.analysis / "plateau.csv"), judged_runs(at))
 
 
 def tables(at: Layout) -> dict:
@@ -342,6 +374,7 @@ def tables(at: Layout) -> dict:
         "early": _read(a / "early_curves.csv"),
         "updates": {name: _read(a / f"update_{name}.csv") for name in ("shares", "matrices", "overlap")},
         "layer_table": _read(a / "layers.csv"),
+        "judged": judged_runs(at),
     }
 
 
@@ -373,7 +406,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
 
 
 def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates,
-                   layer_table) -> list[tuple[str, list]]:
+                   layer_table, judged) -> list[tuple[str, list]]:
     """(heading, blocks); a block is a str paragraph, a DataFrame, or ("figure", file)."""
     rollouts = []
     for model in cfg.models:
@@ -397,7 +430,7 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
     sft_bits = info.sft_dataset_bits.dropna().iloc[0] if "sft_dataset_bits" in info and info.sft_dataset_bits.notna().any() else math.nan
     return [
         ("The answer", [
-            ("figure", "forest.png"), *findings(verdicts, plateau), ("figure", "trajectory.png"),
+            ("figure", "forest.png"), *findings(verdicts, plateau, judged), ("figure", "trajectory.png"),
             f"Gap = method's test score minus FullFT's, each at its own best learning rate chosen on val, paired by "
             f"seed; {cfg.analysis.confidence:.0%} t interval over seeds. A run's score: {score_words(cfg)}. "
             f"{seed_words(cfg)} Equivalence margins fixed in the config "
@@ -440,7 +473,9 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
                 + ("" if 0.05 <= r["base pass@1 (pretrain check)"] <= 0.6 else " (outside 5-60%)")
                 for r in rollouts if r["base pass@1 (pretrain check)"] is not None) + ".",
             pd.DataFrame(rollouts).round(3)]),
-        ("Runs", [f"{len(runs)} runs, {len(diverged)} not completed.",
+        ("Runs", [f"{len(runs)} sweep runs, {len(diverged)} not completed."
+                  + (f" The verdicts were judged on {len(judged)} runs (confirmation runs where a regime has them)."
+                     if len(judged) else ""),
                   *( [diverged] if len(diverged) else [] ), *format_collapse_note(cfg, runs)]),
         ("Provenance", [prov]),
     ]
