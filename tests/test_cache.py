@@ -31,9 +31,10 @@ def build_models(workdir: Path, cache: Path, experiment: str, models=tuple(MODEL
     env = venv_env(SNAKEMAKE_OUTPUT_CACHE=str(cache))
     targets = [f"results/{experiment}/models/{m}" for m in models]
     # 20 warm-start steps, not the smoke's 150: what is tested is which model comes back, not how good it is.
+    # (A file, not --config: Snakemake reads a nested --config value as a string.)
+    (workdir / "config" / "warm.yaml").write_text("pretrain:\n  steps: 20\n")
     out = subprocess.run([sys.executable, "-m", "snakemake", *targets, "--cores", "2", "--cache", "data", "models",
-                          "--configfile", "config/smoke.yaml", "--config", f"experiment={experiment}",
-                          "pretrain={steps: 20}"],
+                          "--configfile", "config/smoke.yaml", "config/warm.yaml", "--config", f"experiment={experiment}"],
                          cwd=workdir, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     return out
