@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -64,6 +65,12 @@ def cmd_rollouts(cfg: StudyConfig, args) -> None:
     at = Layout(cfg)
     verify(at.data("rl"))
     stage.run(cfg, at.model(args.model), at.data("rl"), at.rollouts(args.model))
+
+
+def train_processes(args) -> int:
+    """How many processes train a run: --processes, else the job's GPUs (RANKONE_GPUS, which the
+    rule's `gpu` resource sets), else one."""
+    return args.processes or max(1, int(os.environ.get("RANKONE_GPUS", "0") or 0))
 
 
 def cmd_train(cfg: StudyConfig, args) -> None:
@@ -227,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     stage("rollouts", cmd_rollouts, "base-policy rollout statistics", model="model preset name")
     stage("train", cmd_train, "train one run, or every seed of a cell", capacity=True,
           run="<regime>/<model>/<method>/lr<lr>[/seed<seed>] (without the seed: all the study's seeds)")
+    sub.choices["train"].add_argument(
+        "--processes", type=int, metavar="N", help="FullFT sharded (FSDP) over N processes under torchrun, one per "
+        "device (default: the job's GPUs, RANKONE_GPUS, else 1); on the CPU they use gloo")
     stage("evaluate", cmd_evaluate, "evaluate every run of one method (all lrs, seeds)", capacity=True,
           method="<regime>/<model>/<method>, e.g. rl/qwen3-tiny/lora-r1")
     stage("select", cmd_select, "best learning rate per method on val (analysis/best_lr.csv), which the "
@@ -261,7 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     resolve.set_defaults(func=None)
 
     args = parser.parse_args(argv)
-    setup_logging()
+    from rankone.train.distributed import follow_launcher, launched
+
+    if launched():
+        follow_launcher()
+    setup_logging(quiet=launched() and os.environ.get("RANK", "0") != "0")  # one process of a group logs
     if args.command == "schema":
         yaml.safe_dump(json_schema(), sys.stdout, sort_keys=False)
         return 0
@@ -281,6 +295,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load(args.config)
         claim_for_job()  # a GPU job on a local box: its own GPU ids, before torch starts
         pin_cpu_kernels(cfg.cpu_kernels)
+        if args.command == "train" and train_processes(args) > 1 and not launched():
+            from rankone.train.distributed import launch
+
+            return launch(train_processes(args), list(sys.argv[1:] if argv is None else argv))
         if args.command == "resolve":
             write_resolved(cfg, Path(args.out))
             return 0

@@ -32,8 +32,10 @@ class InputError(ValueError):
     """Data, a checkpoint or a path that cannot be used; the message names it (the CLI exits 2)."""
 
 
-def setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
+def setup_logging(quiet: bool = False) -> None:
+    """INFO lines with the time; with `quiet` (the other processes of a group) warnings only."""
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(asctime)s %(name)s %(message)s",
+                        datefmt="%H:%M:%S")
 
 
 @contextlib.contextmanager

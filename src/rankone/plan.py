@@ -394,6 +394,6 @@ def table(cfg: StudyConfig, estimates: list[Estimate]) -> str:
             f"(plan.mfu, plan.gpu_peak_tflops); GPU memory {cfg.plan.gpu_memory_gb:g} GB, "
             f"{cfg.plan.usable_share:g} of it usable; prompts of {cfg.plan.prompt_tokens} tokens (plan.prompt_tokens)."]
     if any(e.gpus_needed > 1 for e in estimates):
-        foot.append("A job needing more than one GPU needs FullFT sharded across them (FSDP), which rankone does "
-                    "not do yet: such a job runs on one device.")
+        foot.append("A job needing more than one GPU runs FullFT sharded across them (FSDP under torchrun, "
+                    "rankone.train.distributed), with rollouts from the hf engine: vLLM under FSDP is not built.")
     return "\n".join(rows + foot + [f"- {n}" for n in notes])

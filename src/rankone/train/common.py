@@ -14,6 +14,10 @@ before it is kept as `checkpoint.prev/`. A rerun resumes from the newest readabl
 one whose identity matches and ends with the same bytes as an uninterrupted run; an
 unreadable one is reported and set aside (`checkpoint.unreadable-<n>/`). Both are
 removed when the run ends.
+
+With several processes (FSDP, rankone.train.distributed) each holds a shard; the
+checkpoint and the weights are gathered unsharded, in the one-process format, and
+process 0 alone writes files.
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from pathlib import Path
 import torch
 
 from rankone.config import RunId, StudyConfig, method_kind, tail_steps
-from rankone.io import atomic_path, log, provenance, read_json, seed_everything, sha256_file, write_json, write_jsonl
+from rankone.io import InputError, atomic_path, log, provenance, read_json, seed_everything, sha256_file, write_json, write_jsonl
 from rankone.models.device import autocast, resolve
 from rankone.models.load import load_base, make_policy, trainable_parameters
 from rankone.paths import SNAPSHOTS, snapshot
+from rankone.train.distributed import Group
 
 CHECKPOINT, PREVIOUS = "checkpoint", "checkpoint.prev"
 
@@ -64,6 +69,7 @@ class Run:
     tokenizer: object
     optimizer: torch.optim.Optimizer
     device: torch.device
+    group: Group = field(default_factory=Group)  # the processes training this run (one, or FSDP's shards)
     started: float = field(default_factory=time.time)
     metrics: list[dict] = field(default_factory=list)  # deterministic: same config + seed, same bytes
     timings: list[dict] = field(default_factory=list)  # wall-clock seconds per step, kept apart
@@ -73,20 +79,24 @@ class Run:
     def start(cls, cfg: StudyConfig, run: RunId, model_dir: Path, out_dir: Path) -> Run:
         started = time.time()
         seed_everything(run.seed, cfg.threads)
-        device = resolve(cfg.device)
+        group = Group.join(resolve(cfg.device))
+        device = group.device
+        if group.size > 1 and method_kind(run.method) != "fullft":
+            raise InputError(f"{run.path}: {group.size} processes, but only FullFT is sharded (FSDP); "
+                             "LoRA and TinyLoRA train on one device")
         # bf16: only a LoRA base, which never trains, is held in bf16; FullFT's weights (and TinyLoRA's
         # base, which it takes an SVD of) stay fp32 masters, and forwards run under autocast (compute()).
         dtype = cfg.dtype if method_kind(run.method) == "lora" else "float32"
         model, tokenizer = load_base(model_dir, dtype, device)
         if cfg.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        policy = make_policy(model, run.method, cfg.lora, cfg.scope(run.method))
+        policy = group.shard(make_policy(model, run.method, cfg.lora, cfg.scope(run.method)))
         policy.train()
         # Constant learning rate, no warmup, no weight decay: as in the original runs.
         optimizer = torch.optim.Adam(cls._trainable(policy), lr=run.lr, foreach=True)
-        log.info("%s: %d trainable parameters on %s (%s weights, %s compute)", run.path, trainable_parameters(policy),
-                 device, dtype, cfg.dtype)
-        ctx = cls(cfg, run, out_dir, Path(model_dir), policy, tokenizer, optimizer, device, started)
+        log.info("%s: %d trainable parameters on %s (%s weights, %s compute)%s", run.path, trainable_parameters(policy),
+                 device, dtype, cfg.dtype, f", FSDP over {group.size} processes" if group.size > 1 else "")
+        ctx = cls(cfg, run, out_dir, Path(model_dir), policy, tokenizer, optimizer, device, group, started)
         ctx._resume()
         return ctx
 
@@ -120,9 +130,12 @@ class Run:
                     continue
                 self._load(folder, saved)
             except Exception as err:  # noqa: BLE001 - any unreadable checkpoint is set aside, never fatal
-                aside = _set_aside(folder)
-                log.warning("%s: %s/ is unreadable (%s: %s); set aside as %s/", self.run.path, name,
-                            type(err).__name__, err, aside.name)
+                self.group.barrier()  # every process has read it (each reads the same files) before it moves
+                if self.group.main:
+                    aside = _set_aside(folder)
+                    log.warning("%s: %s/ is unreadable (%s: %s); set aside as %s/", self.run.path, name,
+                                type(err).__name__, err, aside.name)
+                self.group.barrier()
                 continue
             log.info("%s: resumed from step %d (%s/)", self.run.path, self.start_step, name)
             return
@@ -142,8 +155,7 @@ class Run:
             index, name = key.split(".", 1)
             state.setdefault(int(index), {})[name] = value
         metrics, timings, run_state = saved["metrics"], saved["timings"], saved["state"]
-        self.policy.load_state_dict(params, strict=False)
-        self.optimizer.load_state_dict({"state": state, "param_groups": saved["param_groups"]})
+        self.group.load(self.policy, self.optimizer, params, {"state": state, "param_groups": saved["param_groups"]})
         self.metrics, self.timings, self.state = metrics, timings, run_state
 
     def checkpoint(self, every: int, total: int) -> None:
@@ -154,8 +166,10 @@ class Run:
         if done % every or done >= total:
             return
         trainable = {n for n, p in self.policy.named_parameters() if p.requires_grad}
-        params = {k: v.contiguous() for k, v in self.policy.state_dict().items() if k in trainable}
-        optim = self.optimizer.state_dict()
+        params = self.group.model_state(self.policy, trainable)
+        optim = self.group.optimizer_state(self.policy, self.optimizer)
+        if not self.group.main:
+            return
         tensors = {f"{i}.{name}": value.contiguous() for i, slots in optim["state"].items()
                    for name, value in slots.items()}
         saved = {"identity": self.identity(), "param_groups": optim["param_groups"], "metrics": self.metrics,
@@ -176,8 +190,12 @@ class Run:
         weights as `weights/` will hold them, atomically, for the evaluate stage's tail score."""
         done = len(self.metrics)
         if done < steps and done in tail_steps(self.cfg.evaluate.at, steps):
-            with atomic_path(snapshot(self.out_dir, done)) as tmp:
-                self.policy.save_pretrained(tmp)
+            self._save_pretrained(snapshot(self.out_dir, done))
+
+    def _save_pretrained(self, folder: Path) -> None:
+        """The policy's save_pretrained into `folder`, atomically (every process takes part)."""
+        with atomic_path(folder) if self.group.main else contextlib.nullcontext(None) as tmp:
+            self.group.save_pretrained(self.policy, tmp)
 
     def compute(self):
         """The precision every forward of the policy runs in (rankone.models.device.autocast)."""
@@ -186,18 +204,16 @@ class Run:
     def step_optimizer(self) -> float:
         """Step on the gradients the step's backward passes accumulated, then clear them; returns the
         gradient norm."""
-        grad_norm = torch.nn.utils.clip_grad_norm_(self._trainable(self.policy), float("inf")).item()
+        grad_norm = self.group.scalar(torch.nn.utils.clip_grad_norm_(self._trainable(self.policy), float("inf")))
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return grad_norm
 
     def finish(self, status: str, extra: dict | None = None) -> dict:
         """Write metrics and weights, then run.json last (the completion marker)."""
-        write_jsonl(self.out_dir / "metrics.jsonl", self.metrics)
-        write_jsonl(self.out_dir / "timings.jsonl", self.timings)
-        (self.out_dir / SNAPSHOTS).mkdir(parents=True, exist_ok=True)  # a Snakemake output, empty where none fell
-        with atomic_path(self.out_dir / "weights") as tmp:
-            self.policy.save_pretrained(tmp)
+        self._save_pretrained(self.out_dir / "weights")
+        if self.group.size > 1:
+            extra = {**(extra or {}), "processes": self.group.size}
         info = {
             "run": self.run.path,
             "regime": self.run.regime,
@@ -215,6 +231,11 @@ class Run:
             "provenance": provenance(self.cfg, "train", self.run.seed, self.started, self.run.regime),
             "resolved_config": self.cfg.model_dump(mode="json"),
         }
+        if not self.group.main:
+            return info
+        write_jsonl(self.out_dir / "metrics.jsonl", self.metrics)
+        write_jsonl(self.out_dir / "timings.jsonl", self.timings)
+        (self.out_dir / SNAPSHOTS).mkdir(parents=True, exist_ok=True)  # a Snakemake output, empty where none fell
         write_json(self.out_dir / "run.json", info)
         _remove_tree(self.out_dir / f".{CHECKPOINT}.new")
         for name in (CHECKPOINT, PREVIOUS):  # set-aside unreadable ones stay

@@ -23,7 +23,8 @@ log p_learner| over sampled tokens is logged and the run stops when it passes
 (`Freshness`; a stale sampler is the classic way to fake "LoRA matches"). With
 `rl.truncated_is` the importance ratio is capped (truncated importance sampling).
 `rl.micro_batch` splits the step's sequences into forward/backward passes whose
-gradients add up to the whole step's.
+gradients add up to the whole step's. With several processes (FSDP,
+rankone.train.distributed) each samples the whole batch and updates on its share of it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import torch
 from rankone.config import RunId, StudyConfig
 from rankone.info import entropy_bits
 from rankone.data import read_split
-from rankone.io import log
+from rankone.io import InputError, log
 from rankone.models.sequences import Samples, completion_logprobs
 from rankone.rollouts import make_engine
 from rankone.tasks.confidence import brier_terms, calibration
@@ -217,10 +218,31 @@ def micro_batch_backward(learner_logprobs, sampler_logprobs_B_C, mask_B_C, advan
     return torch.cat(parts), loss
 
 
+def shard_backward(group, x: Round, learner_logprobs, learns: bool, size: int | None, episodes: torch.Tensor,
+                   cap: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One process's part of a step under FSDP: forward (and, when the step learns, backward) over
+    its share of the round's rows, normalised by the whole step's kept episodes, so the gradients
+    FSDP sums over processes are the whole step's. Returns every process's log-probs and the loss."""
+    G = x.advantages_P_G.shape[1]
+    rows = group.rows(len(x.samples.texts), "sequences a step (rl.prompts_per_step x rl.group_size)")
+    s = x.samples
+    if learns:
+        part_b_C, loss = micro_batch_backward(
+            lambda sub: learner_logprobs(x, slice(rows.start + sub.start, min(rows.stop, rows.start + sub.stop))),
+            s.sampler_logprobs_B_C[rows], s.completion_mask_B_C[rows], x.advantages_P_G.reshape(-1, 1)[rows],
+            x.keep_P.repeat_interleave(G)[rows], size or rows.stop - rows.start, episodes, cap)
+    else:
+        part_b_C, loss = learner_logprobs(x, rows).detach(), torch.zeros((), device=episodes.device)
+    return group.gather_rows(part_b_C), group.sum(loss)
+
+
 def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
     r, rl = cfg.rollout, cfg.rl
     ctx = Run.start(cfg, run, model_dir, out_dir)
-    policy, task, device = ctx.policy, cfg.tasks["rl"].task(), ctx.device
+    policy, task, device, group = ctx.policy, cfg.tasks["rl"].task(), ctx.device, ctx.group
+    if group.size > 1 and (r.engine != "hf" or rl.variance_filter):
+        raise InputError(f"{run.path}: under FSDP ({group.size} processes) rollouts come from the hf engine, without "
+                         "rl.variance_filter (rollout.engine vllm and the filter's refills are not built for it)")
     engine = make_engine(r.engine, policy, ctx.tokenizer, r.temperature, r.max_new_tokens, model_dir, run.rank, run.seed,
                          dtype=cfg.dtype, options=r)
     rows = read_split(data_dir, "train")
@@ -280,28 +302,33 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             episodes_kept = keep_P.repeat_interleave(G).float().sum().clamp(min=1)
             parts, loss = [], torch.zeros((), device=device)
             with torch.set_grad_enabled(learns):
-                for x in rounds:
-                    if learns and rl.micro_batch:
-                        logprobs_B_C, part = micro_batch_backward(
-                            lambda rows, x=x: learner_logprobs(x, rows), x.samples.sampler_logprobs_B_C,
-                            x.samples.completion_mask_B_C, x.advantages_P_G, x.keep_P, rl.micro_batch, episodes_kept,
-                            rl.truncated_is)
-                        parts.append(logprobs_B_C)
-                        loss = loss + part
-                    else:
-                        parts.append(learner_logprobs(x, slice(None)))
-                learner_logprobs_B_C = pad_cat(parts)
-                if not (learns and rl.micro_batch):
-                    # Under the filter only the groups with signal enter the loss. In exact arithmetic this
-                    # equals passing every row (keep_P already zeroes the rest), but the float sums differ in
-                    # their last bits, and the levers experiment's filtered runs were measured this way: keep it
-                    # so they reproduce.
-                    groups_P, rows_B = (keep_P, keep_P.repeat_interleave(G)) if rl.variance_filter else (slice(None),) * 2
-                    loss = policy_gradient_loss(learner_logprobs_B_C[rows_B], sampler_logprobs_B_C[rows_B],
-                                                mask_B_C[rows_B], advantages_P_G[groups_P], keep_P[groups_P],
-                                                cap=rl.truncated_is)
-                    if learns:
-                        loss.backward()
+                if group.size > 1:  # one round (no variance filter); each process its share of the rows
+                    learner_logprobs_B_C, loss = shard_backward(group, rounds[0], learner_logprobs, learns,
+                                                                rl.micro_batch, episodes_kept, rl.truncated_is)
+                else:
+                    for x in rounds:
+                        if learns and rl.micro_batch:
+                            logprobs_B_C, part = micro_batch_backward(
+                                lambda rows, x=x: learner_logprobs(x, rows), x.samples.sampler_logprobs_B_C,
+                                x.samples.completion_mask_B_C, x.advantages_P_G, x.keep_P, rl.micro_batch, episodes_kept,
+                                rl.truncated_is)
+                            parts.append(logprobs_B_C)
+                            loss = loss + part
+                        else:
+                            parts.append(learner_logprobs(x, slice(None)))
+                    learner_logprobs_B_C = pad_cat(parts)
+                    if not (learns and rl.micro_batch):
+                        # Under the filter only the groups with signal enter the loss. In exact arithmetic this
+                        # equals passing every row (keep_P already zeroes the rest), but the float sums differ in
+                        # their last bits, and the levers experiment's filtered runs were measured this way: keep it
+                        # so they reproduce.
+                        groups_P, rows_B = ((keep_P, keep_P.repeat_interleave(G)) if rl.variance_filter
+                                            else (slice(None),) * 2)
+                        loss = policy_gradient_loss(learner_logprobs_B_C[rows_B], sampler_logprobs_B_C[rows_B],
+                                                    mask_B_C[rows_B], advantages_P_G[groups_P], keep_P[groups_P],
+                                                    cap=rl.truncated_is)
+                        if learns:
+                            loss.backward()
 
             gap_mean, gap_max = sampler_gap(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C)
             try:  # never learn from another policy's rollouts

@@ -42,22 +42,24 @@ def accumulate(ctx, batch: list[dict], micro_batch: int | None) -> tuple[torch.T
     """Forward and backward over `batch` in micro-batches of `micro_batch` examples (all at once when
     None), each padded on its own and normalised by the whole batch's answer tokens, so that the
     accumulated gradients are the whole batch's. Returns the batch's loss and its answer tokens; a
-    loss that is not finite gets no backward (the trainer stops on it)."""
+    loss that is not finite gets no backward (the trainer stops on it). With several processes each
+    takes its share of the examples, and the loss is summed over them."""
     _, mask_B_C = encode_completions(ctx.tokenizer, [row["answer"] for row in batch])
     tokens = int(mask_B_C.sum())
     loss = torch.zeros((), device=ctx.device)
-    for i in range(0, len(batch), micro_batch or len(batch)):
-        part = batch[i : i + (micro_batch or len(batch))]
+    share = batch[ctx.group.rows(len(batch), "examples a step (sft.batch_size)")]  # all of it in one process
+    for i in range(0, len(share), micro_batch or len(share)):
+        part = share[i : i + (micro_batch or len(share))]
         prompt_ids_b_L, prompt_mask_b_L = encode_prompts(ctx.tokenizer, [row["prompt"] for row in part])
         completion_b_C, mask_b_C = encode_completions(ctx.tokenizer, [row["answer"] for row in part])
         with ctx.compute():
             logprobs_b_C = completion_logprobs(ctx.policy, prompt_ids_b_L, prompt_mask_b_L, completion_b_C, mask_b_C)
         part_loss = sft_loss(logprobs_b_C, tokens)
-        if diverged(float(part_loss.detach())):
+        if diverged(float(part_loss.detach())) and ctx.group.size == 1:  # a group makes every call together
             return part_loss.detach(), tokens
         part_loss.backward()
         loss += part_loss.detach()
-    return loss, tokens
+    return ctx.group.sum(loss), tokens
 
 
 def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
