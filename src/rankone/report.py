@@ -345,9 +345,11 @@ def verdict_table(at: Layout) -> pd.DataFrame:
 
 def judged_runs(at: Layout) -> pd.DataFrame:
     """The runs the verdicts were judged on: a confirmed regime's confirmation runs
-    (confirm_runs.csv), every other regime's sweep runs at their best lr."""
+    (confirm_runs.csv, absent in a study without confirmation runs), every other regime's sweep
+    runs at their best lr."""
     runs = pd.read_csv(at.analysis / "runs.csv")
-    confirm = _read(at.analysis / "confirm_runs.csv")
+    confirmed = at.analysis / "confirm_runs.csv"
+    confirm = _read(confirmed) if confirmed.is_file() else pd.DataFrame()
     best = pd.read_csv(at.analysis / "best_lr.csv")
     keys = ["regime", "model", "method", "lr"]
     sweep = runs.merge(best[keys], on=keys)
