@@ -80,7 +80,8 @@ def stage_resources(stage):
     """The job resources the config's `resources` section sets for `stage` (GPUs, memory, run
     time), per job: the stage's numbers, then its method family's, then its model's. Rule
     resources, so a cluster profile's scheduler (or --resources gpu=N on one machine) sees them;
-    the shell hands `gpu` to the job as RANKONE_GPUS, which claims that many ids (rankone.gpus)."""
+    the shell hands `gpu` to the job as RANKONE_GPUS, which claims that many ids (rankone.gpus).
+    """
     spec = STUDY.resources.get(stage)
     if spec is None:
         return {"gpu": 0}  # every job's shell passes its GPUs on (rankone.gpus)
@@ -101,7 +102,8 @@ def check_plan():
     """Before any job: every GPU job of the study fits the GPUs its resources give it
     (rankone plan), or the DAG is refused naming the job and the numbers."""
     gpu_jobs = any(
-        spec.gpu or any(o.gpu for o in [*spec.by_method.values(), *spec.by_model.values()])
+        spec.gpu
+        or any(o.gpu for o in [*spec.by_method.values(), *spec.by_model.values()])
         for spec in STUDY.resources.values()
     )
     if gpu_jobs and workflow.is_main_process:
