@@ -185,11 +185,8 @@ class Group:
             return {}
         names = [n for group in full["param_groups"] for n in group["params"]]
         index = {n: i for i, n in enumerate(names)}
-        groups, start = [], 0
-        for group in full["param_groups"]:
-            groups.append({**group, "params": list(range(start, start + len(group["params"])))})
-            start += len(group["params"])
-        return {"state": {index[n]: slots for n, slots in full["state"].items()}, "param_groups": groups}
+        return {"state": {index[n]: slots for n, slots in full["state"].items()},
+                "param_groups": _renumbered(full["param_groups"], list(range(len(names))))}
 
     def load(self, policy, optimizer, params: dict[str, torch.Tensor], optim: dict) -> None:
         """Apply unsharded trainable parameters and a one-process optimizer state dict (every
@@ -204,12 +201,9 @@ class Group:
         options = StateDictOptions(full_state_dict=True, strict=False)
         names = [n for n, p in policy.named_parameters() if p.requires_grad]
         set_model_state_dict(policy, dict(params), options=options)
-        groups, start = [], 0
-        for group in optim["param_groups"]:
-            groups.append({**group, "params": names[start : start + len(group["params"])]})
-            start += len(group["params"])
         state = {names[int(i)]: slots for i, slots in optim["state"].items()}
-        set_optimizer_state_dict(policy, optimizer, {"state": state, "param_groups": groups}, options=options)
+        set_optimizer_state_dict(policy, optimizer, {"state": state, "param_groups": _renumbered(optim["param_groups"], names)},
+                                 options=options)
 
     def save_pretrained(self, policy, folder) -> None:
         """`policy.save_pretrained(folder)`, the weights unsharded; with several processes every one
@@ -227,3 +221,13 @@ class Group:
             import torch.distributed as dist
 
             dist.destroy_process_group()
+
+
+def _renumbered(groups: list[dict], ids: list) -> list[dict]:
+    """Optimizer param_groups with each group's parameters given as the next of `ids` (indices for
+    torch's one-process form, names for torch.distributed.checkpoint's), in order."""
+    out, start = [], 0
+    for group in groups:
+        out.append({**group, "params": ids[start : start + len(group["params"])]})
+        start += len(group["params"])
+    return out
