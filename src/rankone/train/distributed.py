@@ -202,8 +202,8 @@ class Group:
         names = [n for n, p in policy.named_parameters() if p.requires_grad]
         set_model_state_dict(policy, dict(params), options=options)
         state = {names[int(i)]: slots for i, slots in optim["state"].items()}
-        set_optimizer_state_dict(policy, optimizer, {"state": state, "param_groups": _renumbered(optim["param_groups"], names)},
-                                 options=options)
+        groups = _renumbered(optim["param_groups"], names)
+        set_optimizer_state_dict(policy, optimizer, {"state": state, "param_groups": groups}, options=options)
 
     def save_pretrained(self, policy, folder) -> None:
         """`policy.save_pretrained(folder)`, the weights unsharded; with several processes every one
