@@ -67,10 +67,19 @@ def cmd_rollouts(cfg: StudyConfig, args) -> None:
     stage.run(cfg, at.model(args.model), at.data("rl"), at.rollouts(args.model))
 
 
+def job_devices(args) -> int | None:
+    """The devices a train job was given: --processes, else the count the launcher passed its
+    processes (RANKONE_PROCESSES), else the job's GPUs (RANKONE_GPUS, which the rule's `gpu`
+    resource sets); None when nothing says."""
+    for value in (args.processes, os.environ.get("RANKONE_PROCESSES"), os.environ.get("RANKONE_GPUS")):
+        if value and int(value) > 0:
+            return int(value)
+    return None
+
+
 def train_processes(args) -> int:
-    """How many processes train a run: --processes, else the job's GPUs (RANKONE_GPUS, which the
-    rule's `gpu` resource sets), else one."""
-    return args.processes or max(1, int(os.environ.get("RANKONE_GPUS", "0") or 0))
+    """How many processes train a run: the job's devices, else one."""
+    return job_devices(args) or 1
 
 
 def cmd_train(cfg: StudyConfig, args) -> None:
@@ -295,7 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load(args.config)
         claim_for_job()  # a GPU job on a local box: its own GPU ids, before torch starts
         pin_cpu_kernels(cfg.cpu_kernels)
-        if args.command == "train" and train_processes(args) > 1 and not launched():
+        if args.command == "train" and launched():
+            from rankone.train.distributed import check_world
+
+            check_world(job_devices(args))
+        elif args.command == "train" and train_processes(args) > 1:
             from rankone.train.distributed import launch
 
             return launch(train_processes(args), list(sys.argv[1:] if argv is None else argv))

@@ -166,6 +166,7 @@ class Estimate:
     sampler: float = 0.0  # vLLM's share, or the hf sampler's KV cache
     sampler_weights: float = 0.0
     sampler_kv: float = 0.0
+    replica: float = 0.0  # FullFT under FSDP with the hf engine: process 0's unsharded fp32 copy to sample from
     flops_sampling: float = 0.0  # per step (RL) or per job (rollouts, evaluate)
     flops_update: float = 0.0
     steps: int = 0
@@ -190,9 +191,11 @@ class Estimate:
 
     def peak(self, gpus: int = 1) -> float:
         """Bytes on the busiest GPU when the job has `gpus` (FullFT's state sharded across them):
-        the resident weights and Adam state, plus the larger of sampling and the update."""
+        the resident weights and Adam state (and, sharded with the hf engine, process 0's replica),
+        plus the larger of sampling and the update."""
         shard = gpus if self.shards else 1
-        return (self.weights + self.optimizer) / shard + max(self.sampler, self.update(gpus))
+        replica = self.replica if shard > 1 else 0.0
+        return (self.weights + self.optimizer) / shard + replica + max(self.sampler, self.update(gpus))
 
     def hours(self, cfg: StudyConfig) -> float:
         """GPU-hours of all `jobs` at plan.mfu of plan.gpu_peak_tflops."""
@@ -256,6 +259,8 @@ def estimate(cfg: StudyConfig, stage: str, model: str, method: str | None, shape
             micro = cfg.rl.micro_batch or P * G
             update_memory(cfg, shape, e, micro, prompt + completion, completion)
             sampler_memory(cfg, shape, e, P * G, prompt + completion, own_weights=cfg.rollout.engine == "hf")
+            if e.shards and cfg.rollout.engine == "hf":
+                e.replica = e.parameters * 4
             e.flops_sampling = P * G * sequence_flops(shape, prompt + completion)
             backward = 2 if e.shards else 1  # FullFT: input and weight gradients; LoRA: input gradients only
             e.flops_update = P * G * sequence_flops(shape, prompt + completion) * (
@@ -395,5 +400,6 @@ def table(cfg: StudyConfig, estimates: list[Estimate]) -> str:
             f"{cfg.plan.usable_share:g} of it usable; prompts of {cfg.plan.prompt_tokens} tokens (plan.prompt_tokens)."]
     if any(e.gpus_needed > 1 for e in estimates):
         foot.append("A job needing more than one GPU runs FullFT sharded across them (FSDP under torchrun, "
-                    "rankone.train.distributed), with rollouts from the hf engine: vLLM under FSDP is not built.")
+                    "rankone.train.distributed): with vLLM each GPU's engine samples its share of the prompts; "
+                    "with the hf engine GPU 0 samples from an unsharded fp32 replica (counted in its peak).")
     return "\n".join(rows + foot + [f"- {n}" for n in notes])

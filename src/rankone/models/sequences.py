@@ -30,6 +30,25 @@ class Samples:
                                                             "completion_mask_B_C", "sampler_logprobs_B_C")}
         return Samples(**tensors, texts=self.texts, finish_reasons=self.finish_reasons)
 
+    @classmethod
+    def cat(cls, parts: list[Samples], pad_id: int) -> Samples:
+        """The rows of several samplers' batches in one, in order: prompts left-padded and completions
+        right-padded with `pad_id` to the widest, masks and log-probs 0 there."""
+        L, C = (max(getattr(p, k).shape[1] for p in parts) for k in ("prompt_ids_B_L", "completion_B_C"))
+
+        def padded(key: str, width: int, value, left: bool) -> torch.Tensor:
+            rows = []
+            for part in parts:
+                t = getattr(part, key)
+                gap = width - t.shape[1]
+                rows.append(F.pad(t, (gap, 0) if left else (0, gap), value=value))
+            return torch.cat(rows)
+
+        return cls(padded("prompt_ids_B_L", L, pad_id, True), padded("prompt_mask_B_L", L, 0, True),
+                   padded("completion_B_C", C, pad_id, False), padded("completion_mask_B_C", C, 0, False),
+                   padded("sampler_logprobs_B_C", C, 0.0, False), [t for p in parts for t in p.texts],
+                   [r for p in parts for r in p.finish_reasons])
+
 
 def encode_prompts(tokenizer, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """Left-padded prompt ids and mask. A tokenizer with a chat template (kept by the models stage

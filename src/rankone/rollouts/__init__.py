@@ -20,15 +20,16 @@ ENGINES = ("hf", "vllm")
 
 def make_engine(name: str, model, tokenizer, temperature: float, max_new_tokens: int,
                 model_dir: str | Path | None = None, rank: int | None = None, seed: int = 0, dtype: str = "float32",
-                options=None):
+                options=None, processes: int = 1):
     """An engine sampling from `model` in `dtype` (vLLM also needs the base model folder and LoRA rank;
-    `options`, the config's `rollout` section, sets its memory share and eager mode)."""
+    `options`, the config's `rollout` section, sets its memory share and eager mode; `processes` > 1:
+    one vLLM engine in each process of an FSDP group)."""
     if name == "hf":
         return HFEngine(model, tokenizer, temperature, max_new_tokens, dtype)
     if name == "vllm":
         from rankone.rollouts.vllm import VLLMEngine  # imports vLLM only when asked for
 
-        return VLLMEngine(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options)
+        return VLLMEngine(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes)
     raise ValueError(f"unknown rollout engine {name!r}; known: {', '.join(ENGINES)}")
 
 

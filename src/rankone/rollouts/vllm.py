@@ -16,10 +16,18 @@ Keeping it the learner, step after step:
   dtype: no clone of the whole `state_dict` (a bf16 run's fp32 masters become bf16
   one tensor at a time).
 
+Under FSDP (several processes, rankone.train.distributed) every process runs an engine of
+its own through vLLM's external launcher (data parallel over the torchrun group) and samples
+its share of the prompts; a FullFT sync gathers each sharded tensor whole, one at a time.
+
 The engine core runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`): no
 worker to spawn for tiny models, and `collective_rpc` calls the worker directly
 (which is also what lets the weights go over as a generator).
-Sampling seeds come from torch's global RNG, so a seeded run draws the same samples.
+Sampling seeds come from torch's global RNG, so a seeded run draws the same samples. Each
+prompt gets a seed of its own (vLLM gives a request's n children seed, seed + 1, ...): under
+one shared seed two prompts' samples are drawn with the same noise, so they come out correlated
+(the same tokens wherever the two distributions agree). A prompt's seed is counted from its
+place in the whole step (`first`), so the shares of several engines draw what one engine draws.
 
 Beside the learner on one GPU: vLLM takes `rollout.gpu_memory_utilization` of the
 GPU (not its default 0.9), and runs in sleep mode. Between sampling and the update
@@ -62,7 +70,7 @@ class VLLMEngine:
     name = "vllm"
 
     def __init__(self, model, tokenizer, temperature: float, max_new_tokens: int, model_dir: str | Path,
-                 rank: int | None, seed: int, dtype: str = "float32", options=None):
+                 rank: int | None, seed: int, dtype: str = "float32", options=None, processes: int = 1):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
 
@@ -81,6 +89,9 @@ class VLLMEngine:
                       "enable_sleep_mode": True}
         else:
             memory = {"kv_cache_memory_bytes": kv_bytes}  # sized to the model, not a share of RAM
+        if processes > 1:  # one engine in each process of a torchrun group (FSDP), each sampling its own prompts
+            memory["distributed_executor_backend"] = "external_launcher"
+            memory["data_parallel_size"] = processes
         self.llm = LLM(
             model=str(model_dir),
             tokenizer=str(model_dir),
@@ -120,26 +131,29 @@ class VLLMEngine:
             shutil.rmtree(previous, ignore_errors=True)
         else:
             self._wake(["weights"])
-            weights = ((k, v.detach().to(self.dtype)) for k, v in model.state_dict().items())
+            weights = ((k, _whole(v).detach().to(self.dtype)) for k, v in model.state_dict().items())
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+            for _ in weights:  # under FSDP each tensor's gather is collective: every process makes all of them
+                pass
             self.llm.reset_prefix_cache()
 
-    def sample(self, prompts: list[str], n: int, greedy: bool = False) -> Samples:
+    def sample(self, prompts: list[str], n: int, greedy: bool = False, first: int = 0) -> Samples:
+        """`first`: the place of prompts[0] in the step's whole batch (under FSDP, this process's share)."""
         from vllm import SamplingParams
 
         self._wake()
         prompt_ids_B_L, prompt_mask_B_L = encode_prompts(self.tokenizer, prompts)
-        seed = int(torch.randint(0, 2**31 - 1, ()))
-        params = SamplingParams(
+        seed = int(torch.randint(0, 2**30, ()))
+        params = [SamplingParams(
             n=n,
             temperature=0.0 if greedy else self.temperature,
             top_k=0,
             top_p=1.0,
             max_tokens=self.max_new_tokens,
             logprobs=0,
-            seed=None if greedy else seed,
+            seed=None if greedy else seed + (first + i) * n,
             skip_special_tokens=True,
-        )
+        ) for i in range(len(prompts))]
         requests = [{"prompt_token_ids": ids[mask.bool()].tolist()} for ids, mask in zip(prompt_ids_B_L, prompt_mask_B_L)]
         outputs = self.llm.generate(requests, params, lora_request=self.lora_request, use_tqdm=False)
         rows, logprobs, reasons = [], [], []
@@ -169,3 +183,9 @@ class VLLMEngine:
     def close(self) -> None:
         shutil.rmtree(self._lora_root, ignore_errors=True)
         del self.llm
+
+
+def _whole(tensor: torch.Tensor) -> torch.Tensor:
+    """The unsharded tensor: an FSDP shard (DTensor) gathered from every process (collective), else itself."""
+    full = getattr(tensor, "full_tensor", None)
+    return full() if full else tensor

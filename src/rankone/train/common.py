@@ -100,6 +100,11 @@ class Run:
         ctx._resume()
         return ctx
 
+    def replica(self) -> torch.nn.Module:
+        """An unsharded, frozen FullFT policy (fp32 weights, as the learner's) on this process's device:
+        FSDP's process 0 samples from it (rankone.train.distributed.GroupEngine)."""
+        return load_base(self.model_dir, "float32", self.device)[0].requires_grad_(False)
+
     @staticmethod
     def _trainable(policy) -> list[torch.nn.Parameter]:
         return [p for p in policy.parameters() if p.requires_grad]
@@ -128,7 +133,9 @@ class Run:
                     log.warning("%s: ignoring %s/: it was written for another config, code or base model",
                                 self.run.path, name)
                     continue
-                self._load(folder, saved)
+                processes = saved.get("processes", 1)
+                if processes == self.group.size:
+                    self._load(folder, saved)
             except Exception as err:  # noqa: BLE001 - any unreadable checkpoint is set aside, never fatal
                 self.group.barrier()  # every process has read it (each reads the same files) before it moves
                 if self.group.main:
@@ -137,6 +144,11 @@ class Run:
                                 type(err).__name__, err, aside.name)
                 self.group.barrier()
                 continue
+            if processes != self.group.size:  # its shards' sums would run in another order: not this run
+                raise InputError(
+                    f"{self.run.path}: {name}/ was written by {processes} process(es), but this run has "
+                    f"{self.group.size}; resume it with --processes {processes} (or the gpu resource it had), or "
+                    f"delete {self.out_dir / name} to start over. Nothing was overwritten.")
             log.info("%s: resumed from step %d (%s/)", self.run.path, self.start_step, name)
             return
         if any(self.out_dir.glob("checkpoint*")):  # there were some, none usable
@@ -172,8 +184,8 @@ class Run:
             return
         tensors = {f"{i}.{name}": value.contiguous() for i, slots in optim["state"].items()
                    for name, value in slots.items()}
-        saved = {"identity": self.identity(), "param_groups": optim["param_groups"], "metrics": self.metrics,
-                 "timings": self.timings, "state": self.state}
+        saved = {"identity": self.identity(), "processes": self.group.size, "param_groups": optim["param_groups"],
+                 "metrics": self.metrics, "timings": self.timings, "state": self.state}
         tmp, current = self.out_dir / f".{CHECKPOINT}.new", self.out_dir / CHECKPOINT
         _remove_tree(tmp)
         tmp.mkdir(parents=True)

@@ -7,11 +7,10 @@ policy, each decoder layer and then the root, so a process holds 1/N of the fp32
 gradients and Adam state.
 
 How a step is split:
-- Rollouts: every process samples the *whole* batch with the same seed through the sharded
-  module (the hf engine; each forward all-gathers one layer at a time), so all hold the same
-  samples with no broadcast, and the samples are those one process draws. Sampling is
-  replicated, not divided: the update is what FSDP shares. (vLLM under several processes
-  is not built.)
+- Rollouts (`GroupEngine`): with the hf engine, process 0's engine, an unsharded replica synced
+  after every update, samples the whole batch with the step's seed (the samples one process
+  draws) and broadcasts them; with vLLM, each process's engine samples its share of the prompts
+  and the shares are gathered. Either way every process holds the whole batch.
 - Update: each process takes its contiguous share of the rows (sequences, or SFT examples;
   the batch must divide evenly, so every process makes the same collective calls) and
   normalises by the whole step's count, and FSDP sums the gradients across processes
@@ -52,6 +51,7 @@ def launch(processes: int, argv: list[str]) -> int:
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     os.environ["RANKONE_GPUS"] = "0"
+    os.environ["RANKONE_PROCESSES"] = str(processes)  # what each process checks its group against
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=processes, rdzv_backend="c10d",
                           rdzv_endpoint="localhost:0", run_id=str(uuid.uuid4()), max_restarts=0)
@@ -62,6 +62,19 @@ def launch(processes: int, argv: list[str]) -> int:
         log.error("%s", err.format_msg())
         return 1
     return 0
+
+
+def check_world(devices: int | None) -> None:
+    """In a process torchrun started: the group must be as large as the job's devices (`devices`:
+    --processes, the launcher's count or the job's `gpu` resource; None when nothing says), and on
+    CUDA each process needs a GPU of its own."""
+    world, local = int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
+    if devices is not None and world != devices:
+        raise InputError(f"torchrun started {world} processes, but this job has {devices} device(s) (--processes, "
+                         "or the train rule's gpu resource as RANKONE_GPUS); start one process per device")
+    if torch.cuda.is_available() and local > torch.cuda.device_count():
+        raise InputError(f"torchrun started {local} processes on this node, but it sees {torch.cuda.device_count()} "
+                         f"GPU(s) (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})")
 
 
 def follow_launcher() -> None:
@@ -150,6 +163,26 @@ class Group:
         dist.all_reduce(value)
         return value
 
+    def broadcast(self, obj):
+        """Process 0's `obj` (any picklable value), on every process."""
+        if self.size == 1:
+            return obj
+        import torch.distributed as dist
+
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def gather(self, obj) -> list:
+        """Every process's `obj`, in rank order, on every process."""
+        if self.size == 1:
+            return [obj]
+        import torch.distributed as dist
+
+        out = [None] * self.size
+        dist.all_gather_object(out, obj)
+        return out
+
     def barrier(self) -> None:
         if self.size > 1:
             import torch.distributed as dist
@@ -216,12 +249,6 @@ class Group:
             policy.save_pretrained(folder, state_dict=state)
         self.barrier()
 
-    def close(self) -> None:
-        if self.size > 1:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
-
 
 def _renumbered(groups: list[dict], ids: list) -> list[dict]:
     """Optimizer param_groups with each group's parameters given as the next of `ids` (indices for
@@ -231,3 +258,54 @@ def _renumbered(groups: list[dict], ids: list) -> list[dict]:
         out.append({**group, "params": ids[start : start + len(group["params"])]})
         start += len(group["params"])
     return out
+
+
+class GroupEngine:
+    """The rollout engine of a run trained by several processes, behind the engine interface
+    (rankone.rollouts): every process gets the whole batch's samples, in prompt-major order.
+
+    - hf: process 0's engine. A forward of the sharded policy is collective (it all-gathers one
+      layer at a time), so one process cannot sample through it alone, and all of them sampling the
+      same batch through it repeats the work N times. Process 0 instead keeps an unsharded replica,
+      loaded with the weights gathered after every update (`sync`), samples the whole batch with the
+      step's seed (the draws one process makes, from the same weights), and broadcasts the samples;
+      the others wait. It costs process 0 a full fp32 copy of the weights (rankone.plan counts it).
+    - vllm: each process's own engine (vLLM's external launcher: one engine per process of the
+      torchrun group, data parallel) samples its share of the prompts, with the step's seed, and every
+      process gathers the shares in rank order. `sync` hands each engine the full weights, gathered
+      one tensor at a time (rankone.rollouts.vllm).
+    """
+
+    def __init__(self, group: Group, name: str, policy, make, replica, pad_id: int):
+        """`make(model)`: the engine over a module; `replica()`: an unsharded copy of the base policy."""
+        self.group, self.name, self.pad_id = group, name, pad_id
+        self.replica = replica() if name == "hf" and group.main else None
+        self.engine = make(self.replica if name == "hf" else policy) if group.main or name != "hf" else None
+        if name == "hf":
+            self.sync(policy)
+
+    def sync(self, policy) -> None:
+        if self.name != "hf":
+            self.engine.sync(policy)
+            return
+        state = self.group.model_state(policy)  # collective; the weights on process 0
+        if self.group.main:
+            self.replica.load_state_dict(state)
+
+    def sample(self, prompts: list[str], n: int, greedy: bool = False):
+        from rankone.models.sequences import Samples
+
+        if self.name == "hf":
+            return self.group.broadcast(self.engine.sample(prompts, n, greedy).to("cpu") if self.group.main else None)
+        share = self.group.rows(len(prompts), "prompts a step (rl.prompts_per_step)")
+        mine = self.engine.sample(prompts[share], n, greedy, first=share.start).to("cpu")
+        return Samples.cat(self.group.gather(mine), self.pad_id)
+
+    def sleep(self) -> None:
+        if self.engine is not None:
+            self.engine.sleep()
+
+    def close(self) -> None:
+        """Last: closing a vLLM engine started by the external launcher destroys the process group."""
+        if self.engine is not None:
+            self.engine.close()

@@ -24,7 +24,8 @@ log p_learner| over sampled tokens is logged and the run stops when it passes
 `rl.truncated_is` the importance ratio is capped (truncated importance sampling).
 `rl.micro_batch` splits the step's sequences into forward/backward passes whose
 gradients add up to the whole step's. With several processes (FSDP,
-rankone.train.distributed) each samples the whole batch and updates on its share of it.
+rankone.train.distributed) every process holds the whole batch's samples (`GroupEngine`)
+and updates on its share of it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from rankone.models.sequences import Samples, completion_logprobs
 from rankone.rollouts import make_engine
 from rankone.tasks.confidence import brier_terms, calibration
 from rankone.train.common import Run, diverged, progress
+from rankone.train.distributed import GroupEngine
 
 
 class StaleSamplerError(RuntimeError):
@@ -240,11 +242,16 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
     r, rl = cfg.rollout, cfg.rl
     ctx = Run.start(cfg, run, model_dir, out_dir)
     policy, task, device, group = ctx.policy, cfg.tasks["rl"].task(), ctx.device, ctx.group
-    if group.size > 1 and (r.engine != "hf" or rl.variance_filter):
-        raise InputError(f"{run.path}: under FSDP ({group.size} processes) rollouts come from the hf engine, without "
-                         "rl.variance_filter (rollout.engine vllm and the filter's refills are not built for it)")
-    engine = make_engine(r.engine, policy, ctx.tokenizer, r.temperature, r.max_new_tokens, model_dir, run.rank, run.seed,
-                         dtype=cfg.dtype, options=r)
+    if group.size > 1 and rl.variance_filter:
+        raise InputError(f"{run.path}: under FSDP ({group.size} processes) rl.variance_filter is not built (its "
+                         "refills make a step's rows a number the processes may not share evenly)")
+
+    def make(model):
+        return make_engine(r.engine, model, ctx.tokenizer, r.temperature, r.max_new_tokens, model_dir, run.rank,
+                           run.seed, dtype=cfg.dtype, options=r, processes=group.size)
+
+    engine = make(policy) if group.size == 1 else GroupEngine(group, r.engine, policy, make, ctx.replica,
+                                                              ctx.tokenizer.pad_token_id)
     rows = read_split(data_dir, "train")
     prompt_rng = random.Random(f"prompts:{run.seed}")
     for _ in range(ctx.start_step):  # resuming: replay the prompt draws already made
@@ -334,8 +341,8 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             try:  # never learn from another policy's rollouts
                 fresh.check(gap_mean, f"{run.path} step {step}")
             except StaleSamplerError:
-                engine.close()
                 ctx.finish("stale-sampler")
+                engine.close()  # after the weights are saved: under FSDP closing vLLM ends the process group
                 raise
             ctx.state["gap_floor"] = fresh.floor
             grad_norm = ctx.step_optimizer() if learns else 0.0
@@ -381,11 +388,12 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
                          step + 1, episodes, rl.episode_budget, float(task_rewards_B.mean()),
                          float(1 - keep_P.float().mean()), gap_mean, time.time() - t0)
             step += 1
-    engine.close()
     ctx.state.update(info_bound_bits=info_bound_bits, episodes=episodes)
     collapse = format_collapse([m["unparseable_share"] for m in ctx.metrics], rl.format_collapse_share,
                                rl.format_collapse_window)
     if collapse["flagged"]:
         log.warning("%s: format collapse from step %d (unparseable share over %d steps > %.2f)", run.path,
                     collapse["step"], rl.format_collapse_window, rl.format_collapse_share)
-    return ctx.finish(status, {"engine": r.engine, "format_collapse": collapse})
+    info = ctx.finish(status, {"engine": r.engine, "format_collapse": collapse})
+    engine.close()
+    return info
