@@ -76,7 +76,7 @@ def test_bf16_fullft_keeps_the_small_updates_fp32_keeps(smollm2, tmp_path):
     counts = {}
     for dtype in ("float32", "bfloat16"):
         study = validate(real_config(tmp_path / dtype, dtype=dtype, rl={
-            "steps": 1, "prompts_per_step": 2, "group_size": 4, "reward": "random", "log_every": 1}))
+            "steps": 1, "prompts_per_step": 2, "group_size": 2, "reward": "random", "log_every": 1}))
         info = TRAINERS["rl"](study, run, model_dir, at.data("rl"), tmp_path / dtype / "run")
         assert info["status"] == "completed"
         saved = load_file(tmp_path / dtype / "run/weights/model.safetensors")
@@ -88,9 +88,12 @@ def test_bf16_fullft_keeps_the_small_updates_fp32_keeps(smollm2, tmp_path):
 
 
 PROMPTS = ["What is 3 + 4?", "Compute 12 * 3 and give only the number."]
+# 2 x 2 sequences of 16 tokens a step: small, because a CPU without AVX-512 has no fast bf16 matmul
+# (a bf16 linear layer ran ~100x slower than fp32 on an AVX2-only CPU, and these tests took 28 min there).
+TOKENS = 16
 
 
-def rl_steps(policy, engine, fresh: Freshness, steps: int, lr: float, sync: bool, G: int = 4) -> list[float]:
+def rl_steps(policy, engine, fresh: Freshness, steps: int, lr: float, sync: bool, G: int = 2) -> list[float]:
     """Policy-gradient steps as the trainer takes them (coin rewards, so every group has signal),
     each checked for freshness before the update; `sync=False` never hands the update to the engine."""
     optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=lr)
@@ -146,7 +149,7 @@ def test_freshness_check_holds_in_bf16_with_the_hf_engine(smollm2):
     tokenizer = load_tokenizer(model_dir)
 
     def make(policy):  # the engine samples a copy frozen at step 0 until a sync hands it the live policy
-        return policy, make_engine("hf", copy.deepcopy(policy), tokenizer, 1.0, 16, dtype="bfloat16")
+        return policy, make_engine("hf", copy.deepcopy(policy), tokenizer, 1.0, TOKENS, dtype="bfloat16")
 
     assert_freshness_holds_in_bf16(make, model_dir, "fullft")
 
@@ -160,7 +163,7 @@ def test_freshness_check_holds_in_bf16_with_vllm(smollm2):
 
     def make(policy):  # one engine for both runs: re-synced to each fresh policy
         if not engines:
-            engines.append(make_engine("vllm", policy, tokenizer, 1.0, 16, model_dir, 1, 0, dtype="bfloat16"))
+            engines.append(make_engine("vllm", policy, tokenizer, 1.0, TOKENS, model_dir, 1, 0, dtype="bfloat16"))
         engines[0].sync(policy)
         return policy, engines[0]
 

@@ -177,3 +177,17 @@ def test_rl_over_two_processes_matches_one_and_a_killed_run_resumes_to_the_same_
     for name in ("model.safetensors", "config.json"):
         assert (out / "weights" / name).read_bytes() == (uninterrupted / "weights" / name).read_bytes()
     assert not (out / "checkpoint").exists() and not (out / "checkpoint.prev").exists()
+
+
+def test_vllm_rollouts_over_two_processes_match_one(study, tmp_path):
+    """rollout.engine vllm under FSDP: each process's engine (vLLM's external launcher) samples its
+    half of the prompts, with the seeds one engine gives them, so rewards and tokens are one
+    process's; and closing the engines (which ends the process group) comes after the weights."""
+    pytest.importorskip("vllm")
+    section = {"rl": {**RL_RUN[1]["rl"], "steps": 3, "checkpoint_every": 10, "reward": "random"},
+               "rollout": {"engine": "vllm"}, "methods": ["fullft", "lora-r1"]}  # vLLM serves no TinyLoRA
+    cmd, out, reference = setup(study, tmp_path, RL_RUN[0], section)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert read_json(out / "run.json")["engine"] == "vllm"
+    assert_close_to(out, reference)

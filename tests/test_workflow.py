@@ -304,7 +304,8 @@ def test_vllm_smoke_study_matches_the_hf_engine(smoke, smoke_vllm):
             info = read_json(run)
             assert info["status"] == "completed" and info["engine"] == ("vllm" if "vllm" in experiment else "hf")
     vllm = curves["smoke-vllm"]
-    hf = curves["smoke"][curves["smoke"].method.isin(set(vllm.method))]  # TinyLoRA runs are the hf smoke's only
+    hf = curves["smoke"]
+    hf = hf[hf.method.isin(set(vllm.method)) & hf.model.isin(set(vllm.model))]  # TinyLoRA and Qwen3: the hf smoke's only
     assert len(hf) == len(vllm) > 0
     # Same seeds, different samplers' random streams: the reward curves must not differ beyond chance.
     assert stats.mannwhitneyu(hf.value, vllm.value).pvalue > 0.01 or hf.value.equals(vllm.value)
