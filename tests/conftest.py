@@ -125,6 +125,11 @@ SLURM_RUN: dict = {}  # the background SLURM smoke run (RANKONE_SLURM=1): cluste
 BACKGROUND: dict = {}  # name -> (process, workdir, log file) of studies started with the session
 
 
+# What the SLURM profile runs: one RL cell of the smoke study and all it needs (data, a base model,
+# its training, its evaluation), every job through sbatch. The whole smoke study runs locally.
+SLURM_TARGET = "results/smoke/evaluate/rl/llama-tiny/lora-r1/metrics.jsonl"
+
+
 def start_study(name: str, *args: str, configs=("config/smoke.yaml",)) -> None:
     """Run a study in a fresh copy of the workflow in the background; `finished_study` waits for it."""
     workdir = copy_workflow(Path(tempfile.mkdtemp(prefix=f"rankone-{name}-")))
@@ -145,9 +150,10 @@ def finished_study(name: str) -> Path:
 
 def pytest_sessionstart(session):
     """With RANKONE_SLURM=1 (set by .ci/run): start a real single-node SLURM (scripts/local-slurm)
-    and, at once, two studies in the background: the smoke study through the SLURM profile
-    (its jobs spend much of their time waiting on SLURM) and the vLLM smoke study on one core.
-    The rest of the suite runs meanwhile; the `smoke` and `smoke_vllm` fixtures wait for them."""
+    and, at once, three studies in the background: one cell of the smoke study through the SLURM
+    profile (SLURM_TARGET; its jobs spend much of their time waiting on SLURM), the whole smoke
+    study on this machine's cores and the vLLM smoke study on one. The rest of the suite runs
+    meanwhile; the `slurm_smoke`, `smoke` and `smoke_vllm` fixtures wait for them."""
     if os.environ.get("RANKONE_SLURM") != "1" or session.config.option.collectonly:
         return
     missing = [] if os.geteuid() == 0 else ["root"]
@@ -162,7 +168,8 @@ def pytest_sessionstart(session):
         raise pytest.UsageError(f"scripts/local-slurm start failed: {started.stderr}{started.stdout}")
     SLURM_RUN["pids"] = {name: int((where / f"{name}.pid").read_text()) for name, where in
                          (("slurmctld", SLURM_STATE), ("slurmd", SLURM_STATE), ("munged", Path("/run/munge")))}
-    start_study("smoke", *SLURM_PROFILE)
+    start_study("slurm", SLURM_TARGET, *SLURM_PROFILE)
+    start_study("smoke", "--cores", "2")
     if importlib.util.find_spec("vllm"):
         start_study("smoke-vllm", "--cores", "1", configs=("config/smoke.yaml", "config/smoke-vllm.yaml"))
 
@@ -186,13 +193,21 @@ def slurm_cluster():
 
 @pytest.fixture(scope="session")
 def smoke(tmp_path_factory, slurm_cluster):
-    """The smoke study, run end to end by Snakemake: on this machine's cores, or with
-    RANKONE_SLURM=1 every job through sbatch with the SLURM profile (started with the
-    session; its log in snakemake.log)."""
-    if slurm_cluster is None:
+    """The smoke study, run end to end by Snakemake on this machine's cores (with RANKONE_SLURM=1,
+    started with the session; its log in snakemake.log)."""
+    if "smoke" not in BACKGROUND:
         workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
         done = snakemake(workdir)
         (workdir / "snakemake.log").write_text(done.stderr)
         assert done.returncode == 0, done.stderr[-4000:]
         return workdir
     return finished_study("smoke")
+
+
+@pytest.fixture(scope="session")
+def slurm_smoke(slurm_cluster):
+    """One cell of the smoke study (SLURM_TARGET) run through the SLURM profile, every job by sbatch
+    (RANKONE_SLURM=1 only; its log in snakemake.log)."""
+    if slurm_cluster is None:
+        pytest.skip("no local SLURM: set RANKONE_SLURM=1 (root, after scripts/local-slurm install)")
+    return finished_study("slurm")

@@ -1,12 +1,12 @@
 """The SLURM profile (workflow/profiles/slurm) against a real single-node SLURM.
 
 With RANKONE_SLURM=1 (set by .ci/run, which installs Debian's packages), the session starts
-munged, slurmctld and slurmd with scripts/local-slurm, and the smoke study that the
-workflow tests check runs with `--profile workflow/profiles/slurm`: every job through
-sbatch. (test_workflow's `test_rankone_cli_reruns_a_single_job` then reruns one of those
-jobs on this machine and gets the same bytes.) Here: every job went through SLURM, a
-failing job fails the run and its log is named, a controller that does not answer stops
-the run clearly within a minute. The daemons are stopped by PID at the session's end
+munged, slurmctld and slurmd with scripts/local-slurm, and one RL cell of the smoke study
+(tests/conftest.py's SLURM_TARGET: its data, base model, training and evaluation) runs with
+`--profile workflow/profiles/slurm`: every job through sbatch, while the whole smoke study runs
+on this machine. Here: every job went through SLURM and gave the bytes the same job gave
+locally, a failing job fails the run and its log is named, a controller that does not answer
+stops the run clearly within a minute. The daemons are stopped by PID at the session's end
 (tests/conftest.py). Without RANKONE_SLURM=1 the module is skipped.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SLURM_PROFILE, copy_workflow, snakemake
+from tests.conftest import SLURM_PROFILE, SLURM_TARGET, copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -30,16 +30,22 @@ def cluster(slurm_cluster):
     return slurm_cluster
 
 
-def test_every_job_of_the_smoke_study_went_through_sbatch(cluster, smoke):
-    log = (smoke / "snakemake.log").read_text()
+def test_every_job_went_through_sbatch_and_gave_the_local_runs_bytes(cluster, slurm_smoke, smoke):
+    log = (slurm_smoke / "snakemake.log").read_text()
     assert "Using profile" in log and "workflow/profiles/slurm" in log
     submitted = re.findall(r"has been submitted with SLURM jobid (\d+) \(log: (\S+)\)", log)
     finished = int(re.search(r"(\d+) of \d+ steps \(100%\) done", log)[1])
-    assert len(submitted) == finished - 1  # all jobs but the local target rule `all`
+    assert len(submitted) == finished == 5  # data (rl, sft), the base model, the cell's training, its evaluation
     assert len({jobid for jobid, _ in submitted}) == len(submitted)
     for _, path in submitted:  # SLURM wrote each job's own log, and the job ran Snakemake's job step
         text = Path(path).read_text()
         assert "--executor slurm-jobstep" in text and "Finished jobid" in text, path
+    cell = Path(SLURM_TARGET).parent  # .../evaluate/rl/llama-tiny/lora-r1
+    runs = sorted((slurm_smoke / str(cell).replace("/evaluate/", "/train/")).glob("lr*/seed*/metrics.jsonl"))
+    assert len(runs) == 2
+    for run in runs:  # each seed trained through SLURM as on this machine's cores, byte for byte
+        assert run.read_bytes() == (smoke / run.relative_to(slurm_smoke)).read_bytes(), run
+    assert (slurm_smoke / SLURM_TARGET).read_bytes() == (smoke / SLURM_TARGET).read_bytes()
 
 
 def test_a_failing_job_fails_the_run_and_names_its_log(cluster, tmp_path):

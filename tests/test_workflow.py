@@ -237,7 +237,7 @@ def test_provenance_names_the_stage_its_config_and_code(smoke):
     prov = read_json(smoke / Layout(cfg).train(run) / "run.json")["provenance"]
     assert prov["stage"] == "train" and prov["config_digest"] == config_digest(cfg, "train", run.regime)
     assert prov["code_digest"] == source_digest("train", smoke / "src/rankone")
-    assert prov["cpu"]["switches"] == CPU_KERNELS[cfg.cpu_kernels]  # set inside the job (in CI, a SLURM job)
+    assert prov["cpu"]["switches"] == CPU_KERNELS[cfg.cpu_kernels]  # set inside the job
     manifest = read_json(smoke / Layout(cfg).data("sft") / "manifest.json")["provenance"]
     assert manifest["stage"] == "data" and manifest["config_sections"] == ["seed", "tasks.sft"]
 
@@ -305,7 +305,7 @@ def test_vllm_smoke_study_matches_the_hf_engine(smoke, smoke_vllm):
             assert info["status"] == "completed" and info["engine"] == ("vllm" if "vllm" in experiment else "hf")
     vllm = curves["smoke-vllm"]
     hf = curves["smoke"]
-    hf = hf[hf.method.isin(set(vllm.method)) & hf.model.isin(set(vllm.model))]  # TinyLoRA and Qwen3: the hf smoke's only
+    hf = hf[hf.method.isin(set(vllm.method)) & hf.model.isin(set(vllm.model))]  # Qwen3: the hf smoke's only
     assert len(hf) == len(vllm) > 0
     # Same seeds, different samplers' random streams: the reward curves must not differ beyond chance.
     assert stats.mannwhitneyu(hf.value, vllm.value).pvalue > 0.01 or hf.value.equals(vllm.value)
