@@ -2,13 +2,13 @@
 # make test  : set up .venv (if missing) and run the test suite
 # make slurm-env: add the SLURM executor plugin (envs/slurm.txt) for workflow/profiles/slurm
 # make publish: the static site under reports/ from every study under results/ (see README)
-# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / real : experiments layered over the default study
+# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / crossover / real : experiments layered over the default study
 VENV := .venv
 PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: gpu-vendor slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity real test benchmark lint env
+.PHONY: gpu-vendor slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -52,6 +52,10 @@ tinylora: env
 
 rl-capacity: env
 	snakemake --cores all --configfile config/experiments/rl-capacity.yaml
+
+# The RL capacity crossover: RL and SFT on the same facts tables, the lr pilot first (see its config).
+crossover: env
+	snakemake --cores all --configfile config/experiments/crossover.yaml
 
 test: env
 	pytest

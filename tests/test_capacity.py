@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from rankone import data
-from rankone.capacity import falloff
-from rankone.info import bits_stored
-from rankone.config import validate
+from rankone.capacity import crossover_rows, crossover_sentence, falloff
+from rankone.config import ConfigError, validate
+from rankone.info import bits_recalled, bits_stored
 from rankone.paths import Layout
 from tests.conftest import smoke_dict
 
@@ -34,7 +34,7 @@ def test_bits_stored_is_the_table_minus_what_is_still_uncertain():
 def table(rows):
     columns = ["model", "n_facts", "method", "rank", "dataset_bits", "bits_stored", "gap", "verdict"]
     frame = pd.DataFrame(rows, columns=columns)
-    return frame.assign(falls_off=frame.verdict == "worse")
+    return frame.assign(regime="sft", falls_off=frame.verdict == "worse")
 
 
 def test_falloff_rank_is_the_largest_rank_behind_fullft():
@@ -67,3 +67,77 @@ def test_no_rank_keeps_up_when_all_fall_off():
     row = falloff(t).iloc[0]
     assert row.ranks_falling_off == "1" and row.falloff_rank == 1
     assert math.isnan(row.smallest_rank_keeping_up)
+
+
+CROSSOVER = {  # RL and SFT on one binary table per size, the lrs from the study's select stage
+    "tasks": {g: {"name": "facts", "params": {"n_facts": 64, "digits": 1, "alphabet": 2, "n_val": 16, "n_test": 16}}
+              for g in ("rl", "sft")},
+    "methods": ["fullft", "lora-r1"], "truncation": None, "levers": None, "confirmation": None,
+    "capacity": {"n_facts": [64, 256], "regimes": ["rl", "sft"], "methods": ["fullft", "lora-r1"],
+                 "seeds": [0, 1, 2], "probes": 16, "passes": {"rl": 8, "sft": 4}, "learning_rates": "chosen"},
+}
+
+
+def test_a_crossover_size_trains_both_regimes_on_one_table_for_the_same_passes(tmp_path):
+    cfg = validate(smoke_dict(results_dir=str(tmp_path), **CROSSOVER))
+    sub = cfg.capacity_study(256, {(g, m, x): 0.01 for g in ("rl", "sft") for m in cfg.models for x in cfg.methods})
+    assert sub.regimes == ["rl", "sft"] and sub.seeds == [0, 1, 2]
+    assert sub.rl.steps == 8 * 256 // cfg.rl.prompts_per_step and sub.sft.steps == 4 * 256 // cfg.sft.batch_size
+    assert {r.lr for r in sub.runs()} == {0.01} and len(sub.runs()) == 2 * 2 * 2 * 3
+    at = Layout(cfg).capacity(256)
+    tables = [data.build(sub, g, at.data(g)) and pd.read_parquet(at.data(g) / "train.parquet") for g in ("rl", "sft")]
+    assert len(tables[0]) == 256 and tables[0].equals(tables[1])  # the same keys and values in both regimes
+    with pytest.raises(ConfigError, match="select stage"):  # before select has chosen, no runs to list
+        cfg.capacity_study(64).runs()
+
+
+def test_a_crossover_needs_the_same_facts_task_in_both_regimes(tmp_path):
+    bad = {**CROSSOVER, "tasks": {**CROSSOVER["tasks"], "rl": {"name": "facts", "params": {"n_facts": 64, "digits": 2, "n_val": 16, "n_test": 16}}}}
+    with pytest.raises(ConfigError, match="tasks.rl to be the facts task"):
+        validate(smoke_dict(results_dir=str(tmp_path), **bad))
+    other = {**CROSSOVER["capacity"], "methods": ["fullft", "lora-r4"]}
+    with pytest.raises(ConfigError, match=r"capacity.methods \['lora-r4'\]"):
+        validate(smoke_dict(results_dir=str(tmp_path), **{**CROSSOVER, "capacity": other}))
+
+
+def test_crossover_rows_judge_recall_only_where_fullft_reached_its_plateau(tmp_path):
+    cfg = validate(smoke_dict(results_dir=str(tmp_path), **CROSSOVER))
+    sub = cfg.capacity_study(64, {(g, m, x): 0.01 for g in ("rl", "sft") for m in cfg.models for x in cfg.methods})
+    steps = sub.rl.steps  # RL: FullFT rises to 0.9 by half-way and stays (with seed noise); rank 1 to 0.7, late
+    recall = {"fullft": [1.0, 0.97, 1.0], "lora-r1": [0.6, 0.55, 0.62]}
+    runs = pd.DataFrame([{"regime": "rl", "model": "m", "method": x, "rank": None if x == "fullft" else 1, "lr": 0.01,
+                          "seed": s, "test_greedy": recall[x][s], "test_score": recall[x][s],
+                          "train_nll_bits_final": 0.0, "info_bound_bits": 100.0, "at_grid_edge": False}
+                         for x in recall for s in range(3)])
+    best = runs.groupby(["regime", "model", "method"], as_index=False).agg(lr=("lr", "first")).assign(
+        at_grid_edge=False, edge="")
+
+    def curve(top, half):
+        return [0.5 + (top - 0.5) * min(1.0, t / half) for t in range(steps)]
+
+    shapes = {"fullft": curve(0.9, steps // 2), "lora-r1": curve(0.7, steps)}
+    curves = pd.DataFrame([{"regime": "rl", "model": "m", "method": x, "lr": 0.01, "seed": s, "step": t,
+                            "value": v + 0.01 * ((s + t) % 3 - 1)} for x in shapes for s in range(3)
+                           for t, v in enumerate(shapes[x])])
+    rows = {r["method"]: r for r in crossover_rows(cfg, sub, 64, runs, curves, best)}
+    r1, full = rows["lora-r1"], rows["fullft"]
+    assert full["fullft_plateau"] and r1["verdict"] == "worse"  # recall 0.59 against 0.99
+    per_step = sub.rl.prompts_per_step * sub.rl.group_size
+    assert full["episodes_to_50"] < full["episodes_to_90"] <= (steps // 2 + 2) * per_step
+    assert math.isnan(r1["episodes_to_90"])  # rank 1 never covers 90% of FullFT's gain
+    assert r1["bits_recalled"] == pytest.approx(sum(bits_recalled(64, 2, a) for a in recall["lora-r1"]) / 3)
+    # FullFT still rising at the end: nothing judged at this size
+    still = curves.assign(value=lambda d: d.value + d.step * (d.method == "fullft") * 0.0005)
+    rows = {r["method"]: r for r in crossover_rows(cfg, sub, 64, runs, still, best)}
+    assert not rows["fullft"]["fullft_plateau"] and rows["lora-r1"]["verdict"].startswith("not judged")
+
+
+def test_the_crossover_sentence_says_whether_rank_1_saturates_alike():
+    def rows(rl, sft):
+        return pd.DataFrame([{"regime": g, "method": "lora-r1", "n_facts": n, "bits_recalled": b,
+                              "bits_recalled_low": b - 10, "bits_recalled_high": b + 10, "verdict": v}
+                             for g, cells in (("rl", rl), ("sft", sft)) for n, b, v in cells])
+    alike = crossover_sentence(rows([(64, 60, "parity"), (256, 100, "worse")], [(64, 62, "parity"), (256, 105, "worse")]))
+    assert "cannot tell its RL and SFT capacities apart" in alike and "falls off FullFT from 256 keys" in alike
+    apart = crossover_sentence(rows([(64, 30, "worse"), (256, 20, "worse")], [(64, 60, "parity"), (256, 200, "worse")]))
+    assert "saturates at fewer bits under RL than under SFT" in apart

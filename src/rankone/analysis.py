@@ -307,21 +307,21 @@ def stability(table: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     return table.assign(stable=stable, by_step=words, seeds_to_stable=need)
 
 
-def plateau(cfg: StudyConfig, curves: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
-    """RL, each method at its best lr: mean reward over the last `plateau_share` of steps against
-    the same share just before it (mean over seeds). At a plateau the change is within the seed
-    spread (sd over seeds) of the earlier window; a run still rising may not have decided yet."""
+def plateau(cfg: StudyConfig, curves: pd.DataFrame, best: pd.DataFrame, regimes=("rl",)) -> pd.DataFrame:
+    """Each method at its best lr: mean curve value (RL reward, SFT loss) over the last `plateau_share`
+    of steps against the same share just before it (mean over seeds). At a plateau the change is within
+    the seed spread (sd over seeds) of the earlier window; a run still moving may not have decided yet."""
     share = cfg.analysis.plateau_share
-    rl = curves[curves.regime == "rl"].merge(best[["regime", "model", "method", "lr"]])
+    rl = curves[curves.regime.isin(regimes)].merge(best[["regime", "model", "method", "lr"]])
     rows = []
-    for (model, method, lr), g in rl.groupby(["model", "method", "lr"]):
+    for (regime, model, method, lr), g in rl.groupby(["regime", "model", "method", "lr"]):
         steps = int(g.step.max()) + 1
         w = max(1, round(steps * share))
         late = g[g.step >= steps - w].groupby("seed").value.mean()
         early = g[(g.step >= steps - 2 * w) & (g.step < steps - w)].groupby("seed").value.mean()
         spread = _sd(early.tolist()) if len(early) > 1 else math.nan
         change = float(late.mean() - early.mean())
-        rows.append({"model": model, "method": method, "lr": lr, "steps": steps, "window": w,
+        rows.append({"regime": regime, "model": model, "method": method, "lr": lr, "steps": steps, "window": w,
                      "reward_before": float(early.mean()), "reward_last": float(late.mean()), "change": change,
                      "seed_spread": spread, "plateau": bool(abs(change) <= spread)})
     return pd.DataFrame(rows)
@@ -427,6 +427,13 @@ def chosen(at: Layout, best: pd.DataFrame | None = None) -> dict[tuple[str, str,
     """(regime, model, method) -> the lr select chose for it (from `best`, when already read)."""
     best = read_best(at) if best is None else best
     return {(r.regime, r.model, r.method): float(r.lr) for r in best.itertuples()}
+
+
+def capacity_study(cfg: StudyConfig, at: Layout, n_facts: int) -> StudyConfig:
+    """The capacity sub-study at `n_facts`; with `capacity.learning_rates: chosen`, at the lrs the
+    select stage chose once it has (before that it lists no runs)."""
+    wants = cfg.capacity is not None and cfg.capacity.learning_rates == "chosen"
+    return cfg.capacity_study(n_facts, chosen(at) if wants and (at.analysis / "best_lr.csv").is_file() else None)
 
 
 def _without(frame: pd.DataFrame, regimes: list[str]) -> pd.DataFrame:

@@ -25,54 +25,61 @@ import math
 
 import pandas as pd
 
-from rankone.analysis import best_learning_rates, collect, verdicts
-from rankone.config import StudyConfig
-from rankone.info import bits_stored
+from rankone.analysis import best_learning_rates, capacity_study, collect, interval, plateau, verdicts
+from rankone.config import StudyConfig, lora_rank
+from rankone.info import bits_recalled, bits_stored
 from rankone.io import atomic_path, read_json
 from rankone.paths import Layout
 
-def size_table(sub: StudyConfig, at: Layout, n_facts: int) -> pd.DataFrame:
-    """One table size: every method at its best lr, with bits stored and the gap to FullFT."""
-    runs, _, _ = collect(sub, at)
-    best = best_learning_rates(runs)
+def size_runs(sub: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """One table size's runs, curves and best lr per (regime, model, method)."""
+    runs, curves, _ = collect(sub, at)
+    return runs, curves, best_learning_rates(runs)
+
+
+def size_table(sub: StudyConfig, at: Layout, n_facts: int, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+    """One table size: every (regime, method) at its best lr, with bits stored and the gap to FullFT."""
     chosen = runs.merge(best[["regime", "model", "method", "lr", "at_grid_edge"]],
                         on=["regime", "model", "method", "lr"])
-    table = chosen.groupby(["model", "method"], as_index=False).agg(
+    table = chosen.groupby(["regime", "model", "method"], as_index=False).agg(
         rank=("rank", "first"), lr=("lr", "first"), at_grid_edge=("at_grid_edge", "first"),
         trainable_parameters=("trainable_parameters", "first"), seeds=("seed", "count"),
         bits_absorbed=("bits_absorbed", "mean"), train_nll_bits_final=("train_nll_bits_final", "mean"),
         test_score=("test_score", "mean"),
         test_greedy_accuracy=("test_greedy_accuracy", "mean"),
     )
-    table.insert(1, "n_facts", n_facts)
-    table["dataset_bits"] = read_json(at.data("sft") / "manifest.json")["information_bits"]
+    table.insert(2, "n_facts", n_facts)
+    table["dataset_bits"] = read_json(at.data("sft") / "manifest.json")["information_bits"] \
+        if "sft" in sub.regimes else read_json(at.data("rl") / "manifest.json")["information_bits"]
     gaps = verdicts(sub, runs, best)
     gaps = gaps[gaps.metric == "score"] if len(gaps) else gaps
-    columns = ["model", "method", "gap", "ci_low", "ci_high", "margin", "verdict", "reason", "seeds_to_decide"]
-    return table.merge(gaps[columns] if len(gaps) else pd.DataFrame(columns=columns), on=["model", "method"],
-                       how="left")
+    columns = ["regime", "model", "method", "gap", "ci_low", "ci_high", "margin", "verdict", "reason",
+               "seeds_to_decide"]
+    return table.merge(gaps[columns] if len(gaps) else pd.DataFrame(columns=columns),
+                       on=["regime", "model", "method"], how="left")
 
 
-def capacity_table(cfg: StudyConfig, at: Layout) -> pd.DataFrame:
-    table = pd.concat([size_table(cfg.capacity_study(n), at.capacity(n), n) for n in cfg.capacity.n_facts],
+def capacity_table(cfg: StudyConfig, sizes: dict[int, tuple]) -> pd.DataFrame:
+    table = pd.concat([size_table(sub, where, n, runs, best) for n, (sub, where, runs, _, best) in sizes.items()],
                       ignore_index=True)
     table["bits_stored"] = bits_stored(table.dataset_bits, table.train_nll_bits_final)
     table["share_stored"] = table.bits_stored / table.dataset_bits
     table["bits_per_parameter"] = table.bits_stored / table.trainable_parameters
     table["falls_off"] = table.verdict == "worse"  # the equivalence rule; FullFT itself has no verdict
-    return table.sort_values(["model", "n_facts", "rank"], na_position="last").reset_index(drop=True)
+    return table.sort_values(["regime", "model", "n_facts", "rank"], na_position="last").reset_index(drop=True)
 
 
 def falloff(table: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, size): which LoRA ranks fall off FullFT, the largest (fall-off rank), the smallest that keeps up."""
+    """Per (regime, model, size): which LoRA ranks fall off FullFT, the largest (fall-off rank), the smallest
+    that keeps up."""
     rows = []
-    for (model, n_facts), g in table.groupby(["model", "n_facts"]):
+    for (regime, model, n_facts), g in table.groupby(["regime", "model", "n_facts"]):
         lora = g[g["rank"].notna()].sort_values("rank")
         full = g[g.method == "fullft"]
         off = [int(r) for r in lora[lora.falls_off]["rank"]]
         up = [int(r) for r in lora[lora.verdict.isin(["parity", "better"])]["rank"]]
         rows.append({
-            "model": model, "n_facts": n_facts, "dataset_bits": g.dataset_bits.iloc[0],
+            "regime": regime, "model": model, "n_facts": n_facts, "dataset_bits": g.dataset_bits.iloc[0],
             "fullft_bits_stored": float(full.bits_stored.iloc[0]) if len(full) else math.nan,
             "ranks_falling_off": " ".join(map(str, off)) or "none",
             "falloff_rank": max(off) if off else math.nan,
@@ -84,7 +91,8 @@ def falloff(table: pd.DataFrame) -> pd.DataFrame:
 
 def chart_points(cfg: StudyConfig, table: pd.DataFrame, at: Layout) -> pd.DataFrame:
     """SFT capacity runs (bits stored) and the study's RL runs (information bound) in one table."""
-    sft = table.assign(regime="sft", bits=table.bits_stored, kind="bits stored (table bits - final train NLL)")
+    sft = table[table.regime == "sft"].assign(bits=lambda d: d.bits_stored,
+                                              kind="bits stored (table bits - final train NLL)")
     columns = ["regime", "model", "method", "n_facts", "trainable_parameters", "bits", "kind"]
     frames = [sft[columns]]
     if "rl" in cfg.regimes:
@@ -95,12 +103,117 @@ def chart_points(cfg: StudyConfig, table: pd.DataFrame, at: Layout) -> pd.DataFr
     return pd.concat(frames, ignore_index=True)
 
 
+# A curve at its ceiling has stopped rising whatever its noise: RL reward (pass rate) and SFT loss (nats).
+CEILING = {"rl": lambda v: v >= 0.99, "sft": lambda v: v <= 0.01}
+SIGN = {"rl": 1.0, "sft": -1.0}  # reward rises, loss falls
+
+
+def mean_curve(curves: pd.DataFrame, best: pd.DataFrame, regime: str, method: str) -> pd.Series:
+    """A method's curve at its best lr, mean over seeds, indexed by step."""
+    lr = best[(best.regime == regime) & (best.method == method)].lr
+    g = curves[(curves.regime == regime) & (curves.method == method) & (curves.lr == float(lr.iloc[0]))]
+    return g.groupby("step").value.mean()
+
+
+def first_reach(curve: pd.Series, level: float, sign: float, window: int) -> float:
+    """The first step whose trailing mean over `window` steps reaches `level` (NaN if none does)."""
+    smooth = curve.rolling(window, min_periods=1).mean()
+    hit = smooth[sign * (smooth - level) >= 0]
+    return float(hit.index[0]) if len(hit) else math.nan
+
+
+def crossover_rows(cfg: StudyConfig, sub: StudyConfig, n_facts: int, runs: pd.DataFrame, curves: pd.DataFrame,
+                   best: pd.DataFrame) -> list[dict]:
+    """One table size, per (regime, model, method) at its best lr: bits recalled (greedy recall, Fano) with its
+    interval over seeds, FullFT's plateau test, episodes to 50% and 90% of FullFT's gain, and the equivalence
+    verdict on greedy recall against FullFT (paired by seed; judged only where FullFT reached its plateau)."""
+    params = sub.tasks["sft" if "sft" in sub.regimes else "rl"].typed_params()
+    symbols = params.alphabet ** params.digits
+    gaps = verdicts(sub, runs, best)
+    gaps = gaps[gaps.metric == "greedy_accuracy"].set_index(["regime", "model", "method"]) if len(gaps) else None
+    tests = plateau(sub, curves, best, regimes=sub.regimes).set_index(["regime", "model", "method"])
+    chosen = runs.merge(best[["regime", "model", "method", "lr", "at_grid_edge"]])
+    rows = []
+    for (regime, model), group in chosen.groupby(["regime", "model"]):
+        per_step = sub.rl.prompts_per_step * sub.rl.group_size if regime == "rl" else sub.sft.batch_size
+        full_test = tests.loc[(regime, model, "fullft")] if (regime, model, "fullft") in tests.index else None
+        sign, steps = SIGN[regime], sub.rl.steps if regime == "rl" else sub.sft.steps
+        full_curve = mean_curve(curves, best, regime, "fullft") if full_test is not None else None
+        start = float(full_curve.iloc[0]) if full_curve is not None else math.nan
+        window = max(1, round(steps * 0.05))
+        for method, g in group.groupby("method"):
+            # The run's primary greedy recall (analysis.score: its tail or final checkpoint), as the verdict's.
+            recalled = [bits_recalled(n_facts, symbols, a) for a in g.sort_values("seed").test_greedy]
+            mean, low, high = interval(recalled, cfg.analysis.confidence)
+            table_bits = n_facts * math.log2(symbols)
+            row = {"regime": regime, "model": model, "n_facts": n_facts, "table_bits": table_bits,
+                   "method": method, "rank": lora_rank(method), "lr": float(g.lr.iloc[0]),
+                   "lr_at_grid_edge": g.at_grid_edge.iloc[0],
+                   "lr_from": "select on the study's runs" if cfg.capacity.learning_rates == "chosen" else "this size",
+                   "seeds": len(g), "episodes": steps * per_step, "test_greedy": float(g.test_greedy.mean()),
+                   "bits_recalled": mean, "bits_recalled_low": low, "bits_recalled_high": high,
+                   "bits_stored": float(bits_stored(table_bits, g.train_nll_bits_final).mean()),
+                   "info_bound_bits": float(g.info_bound_bits.mean()) if regime == "rl" else math.nan}
+            if full_test is not None:
+                goal = float(full_test.reward_last)
+                mine = mean_curve(curves, best, regime, method)
+                for share in (0.5, 0.9):
+                    step = first_reach(mine, start + share * (goal - start), sign, window)
+                    row[f"episodes_to_{round(share * 100)}"] = (step + 1) * per_step if math.isfinite(step) else math.nan
+                row["fullft_plateau"] = bool(full_test.plateau or CEILING[regime](goal))
+            else:
+                row.update(episodes_to_50=math.nan, episodes_to_90=math.nan, fullft_plateau=False)
+            if method != "fullft" and gaps is not None and (regime, model, method) in gaps.index:
+                v = gaps.loc[(regime, model, method)]
+                row.update(gap=float(v.gap), ci_low=float(v.ci_low), ci_high=float(v.ci_high), margin=float(v.margin),
+                           verdict=v.verdict if row["fullft_plateau"] else "not judged (FullFT not at a plateau)")
+            rows.append(row)
+    return rows
+
+
+def rank1_capacity(table: pd.DataFrame, regime: str) -> tuple[float, float, float, int] | None:
+    """Rank 1's most bits recalled at any size in `regime` (mean, interval, that size), or None."""
+    r1 = table[(table.regime == regime) & (table.method == "lora-r1")]
+    if not len(r1):
+        return None
+    top = r1.loc[r1.bits_recalled.idxmax()]
+    return float(top.bits_recalled), float(top.bits_recalled_low), float(top.bits_recalled_high), int(top.n_facts)
+
+
+def crossover_sentence(table: pd.DataFrame) -> str:
+    """Whether rank 1 saturates at the same bits under RL as under SFT, from the runs, whatever the answer."""
+    caps = {g: rank1_capacity(table, g) for g in ("rl", "sft")}
+    if caps["rl"] is None or caps["sft"] is None:
+        return "Rank 1 did not run in both regimes: no crossover to state."
+    (rl, rl_lo, rl_hi, rl_n), (sft, sft_lo, sft_hi, sft_n) = caps["rl"], caps["sft"]
+    falls = {g: sorted(table[(table.regime == g) & (table.method == "lora-r1") & (table.verdict == "worse")].n_facts)
+             for g in ("rl", "sft")}
+    where = "; ".join(f"under {NAMES[g]} it falls off FullFT from {falls[g][0]:,} keys" if falls[g]
+                      else f"under {NAMES[g]} it is not shown worse than FullFT at any judged size" for g in falls)
+    overlap = math.isfinite(rl_lo) and math.isfinite(sft_lo) and rl_lo <= sft_hi and sft_lo <= rl_hi
+    same = ("the intervals overlap, so these runs cannot tell its RL and SFT capacities apart" if overlap else
+            f"the intervals do not overlap: rank 1 saturates at {'fewer' if rl < sft else 'more'} bits under RL "
+            "than under SFT")
+    return (f"Rank 1 recalls at most {rl:,.0f} bits [{rl_lo:,.0f}, {rl_hi:,.0f}] under RL ({rl_n:,}-key table) "
+            f"and {sft:,.0f} [{sft_lo:,.0f}, {sft_hi:,.0f}] under SFT ({sft_n:,} keys); {same}. {where}.")
+
+
+NAMES = {"rl": "RL", "sft": "SFT"}
+
+
 def run(cfg: StudyConfig, at: Layout) -> None:
-    table = capacity_table(cfg, at)
+    sizes = {}
+    for n in cfg.capacity.n_facts:
+        sub, where = capacity_study(cfg, at, n), at.capacity(n)
+        sizes[n] = (sub, where, *size_runs(sub, where))
+    table = capacity_table(cfg, sizes)
+    cross = pd.DataFrame([row for n, (sub, _, runs, curves, best) in sizes.items()
+                          for row in crossover_rows(cfg, sub, n, runs, curves, best)])
     outputs = {
         "capacity.csv": table,
         "capacity_falloff.csv": falloff(table),
         "capacity_chart.csv": chart_points(cfg, table, at),
+        "crossover.csv": cross.sort_values(["regime", "model", "n_facts", "rank"], na_position="last"),
     }
     at.analysis.mkdir(parents=True, exist_ok=True)
     for name, frame in outputs.items():

@@ -34,7 +34,9 @@ def _scoped(cfg: StudyConfig, args) -> tuple[StudyConfig, Layout]:
         regime = (getattr(args, "run", None) or getattr(args, "method", None) or getattr(args, "regime", "")).split("/")[0]
         return cfg.confirm_study(chosen(Layout(cfg)), regime), Layout(cfg).confirm()
     if args.capacity is not None:
-        return cfg.capacity_study(args.capacity), Layout(cfg).capacity(args.capacity)
+        from rankone.analysis import capacity_study
+
+        return capacity_study(cfg, Layout(cfg), args.capacity), Layout(cfg).capacity(args.capacity)
     if args.lever is not None:
         return cfg.lever_study(args.lever), Layout(cfg).lever(args.lever)
     return cfg, Layout(cfg)
@@ -160,7 +162,7 @@ def sub_study_runs(cfg: StudyConfig) -> list[tuple[str, RunId]]:
     """(CLI flag, run) of every capacity and lever run, in a stable order."""
     from rankone.status import sub_studies
 
-    return [(flag, run) for _, flag, study, _ in sub_studies(cfg) for run in study.runs()]
+    return [(flag, run) for _, flag, study, _ in sub_studies(cfg) if not study.awaits_choice for run in study.runs()]
 
 
 def cmd_runs(cfg: StudyConfig, args) -> None:
@@ -179,6 +181,9 @@ def cmd_status(cfg: StudyConfig, args) -> None:
     print(tabulate(status.table(runs), headers="keys", tablefmt="simple"))
     counts = status.summary(runs)
     print(f"\n{cfg.experiment}: {len(runs)} training runs: {status.describe(counts, always=('completed',))}")
+    for label, _, study, _ in status.sub_studies(cfg):
+        if study.awaits_choice:
+            print(f"{label}: its runs wait for the select stage's learning rates (capacity.learning_rates: chosen)")
     for s in runs:
         if s.state == "failed":
             print(f"failed: {s.run.path}{' (' + s.sub_study + ')' if s.sub_study else ''}: see {s.log}")
@@ -200,8 +205,13 @@ def cmd_summary(cfg: StudyConfig, args) -> None:
 
 def cmd_check(cfg: StudyConfig, args) -> None:
     confirm = sum(len(cfg.models) * len(cfg.methods) * len(cfg.confirmation.seeds[g]) for g in cfg.confirmed_regimes())
+    from rankone.status import sub_studies
+
+    waiting = sum(len(s.regimes) * len(s.models) * len(s.methods) * len(s.seeds)
+                  for _, _, s, _ in sub_studies(cfg) if s.awaits_choice)
     print(f"{args.config}: valid, {len(cfg.runs())} training runs in the sweep, {confirm} confirmation runs (after "
-          f"select), {len(sub_study_runs(cfg))} sub-study runs (capacity, levers)")
+          f"select), {len(sub_study_runs(cfg)) + waiting} sub-study runs (capacity, levers"
+          f"{f'; {waiting} at the lrs select chooses' if waiting else ''})")
 
 
 def cmd_plan(files: list[str], scaling: bool) -> int:
@@ -280,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     resolve.set_defaults(func=None)
 
     args = parser.parse_args(argv)
-    from rankone.train.distributed import follow_launcher, launched
+    from rankone.launcher import follow_launcher, launched
 
     if launched():
         follow_launcher()

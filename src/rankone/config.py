@@ -367,6 +367,29 @@ class CapacityConfig(Grid):
     probes: int = Field(
         128, gt=0, description="Facts probed per split (val picks the lr, test is reported); each size needs 2x this."
     )
+    regimes: list[Literal["rl", "sft"]] = Field(
+        default_factory=lambda: ["sft"], min_length=1,
+        description="Regimes trained at every size: sft stores the table by SFT; rl too for the RL crossover (RL on "
+        "the same table, rewarded for the value: tasks.rl must then be the facts task with tasks.sft's params).",
+    )
+    passes: dict[Literal["rl", "sft"], float] | None = Field(
+        None,
+        description="Per regime, how often each key is drawn over a run (RL: as a prompt, each with group_size "
+        "samples; SFT: as an example), so the steps at each size are ceil(passes x size / keys per step) and "
+        "every size gets the same training per key. A regime not listed runs its own steps at every size.",
+    )
+    learning_rates: Literal["grid", "chosen"] = Field(
+        "grid",
+        description="grid: every size sweeps the study's learning-rate grid. chosen: every size runs each method at "
+        "the one lr the study's own select stage chose on val (the study's runs are then the lr pilot).",
+    )
+
+    @field_validator("passes")
+    @classmethod
+    def _passes(cls, passes: dict[str, float] | None) -> dict[str, float] | None:
+        if passes and any(p <= 0 for p in passes.values()):
+            raise ValueError(f"passes must be > 0, got {passes}")
+        return passes
 
     @field_validator("n_facts")
     @classmethod
@@ -576,6 +599,8 @@ class StudyConfig(Grid):
 
     # A confirmation sub-study's one lr per (regime, model, method) (confirm_study); empty: the grid.
     _chosen: dict[tuple[str, str, str], float] = PrivateAttr(default_factory=dict)
+    # A capacity sub-study whose lrs come from the select stage, asked for before it ran (no runs yet).
+    _awaits_choice: bool = PrivateAttr(default=False)
 
     @field_validator("models")
     @classmethod
@@ -694,33 +719,56 @@ class StudyConfig(Grid):
                 raise ValueError(f"levers.{what}: {missing} are not among the study's {what} (no plain run to pair)")
 
     def _check_capacity(self) -> None:
+        c = self.capacity
         sft = self.tasks.get("sft")
         if sft is None or sft.name != "facts":
             raise ValueError("capacity: needs tasks.sft to be the facts task (a table of known entropy)")
-        if "sft" not in self.learning_rates:
-            raise ValueError("capacity: needs learning_rates.sft (its runs sweep the SFT grid)")
-        small = [n for n in self.capacity.n_facts if n < 2 * self.capacity.probes]
+        rl = self.tasks.get("rl")
+        if "rl" in c.regimes and (rl is None or rl.name != "facts" or rl.params != sft.params):
+            raise ValueError("capacity.regimes: rl needs tasks.rl to be the facts task with the same params as "
+                             "tasks.sft (RL and SFT on one table at each size)")
+        for regime in c.regimes:
+            if regime not in self.learning_rates:
+                raise ValueError(f"capacity: needs learning_rates.{regime} (its {regime} runs use it)")
+        if c.learning_rates == "chosen":
+            for what, have in (("regimes", self.regimes), ("methods", self.methods)):
+                missing = [v for v in getattr(c, what) if v not in have]
+                if missing:
+                    raise ValueError(f"capacity.learning_rates: chosen takes each lr from the study's own runs, but "
+                                     f"capacity.{what} {missing} are not among the study's {what}")
+        small = [n for n in c.n_facts if n < 2 * c.probes]
         if small:
-            raise ValueError(f"capacity.n_facts: sizes {small} are below 2 x capacity.probes ({self.capacity.probes})")
-        for n in self.capacity.n_facts:
+            raise ValueError(f"capacity.n_facts: sizes {small} are below 2 x capacity.probes ({c.probes})")
+        for n in c.n_facts:
             sft.task().Params.model_validate({**sft.params, **self._capacity_params(n)})
 
     def _capacity_params(self, n_facts: int) -> dict:
         probes = self.capacity.probes
         return {"n_facts": n_facts, "n_val": probes, "n_test": probes}
 
-    def capacity_study(self, n_facts: int) -> StudyConfig:
-        """The capacity sub-study at one table size: the SFT regime alone, on a facts table of
-        `n_facts` keys, with capacity's methods and seeds (and the parent's everything else)."""
-        if self.capacity is None:
+    def capacity_study(self, n_facts: int, chosen: dict[tuple[str, str, str], float] | None = None) -> StudyConfig:
+        """The capacity sub-study at one table size: capacity's regimes (SFT, and RL for the
+        crossover) on a facts table of `n_facts` keys, with capacity's methods and seeds, its steps
+        scaled by `passes` (and the parent's everything else). With `learning_rates: chosen` its
+        runs take the lrs the study's select stage `chosen`; without them it lists no runs."""
+        c = self.capacity
+        if c is None:
             raise ConfigError("this study has no capacity section")
-        if n_facts not in self.capacity.n_facts:
-            raise ConfigError(f"table size {n_facts} is not in capacity.n_facts {self.capacity.n_facts}")
+        if n_facts not in c.n_facts:
+            raise ConfigError(f"table size {n_facts} is not in capacity.n_facts {c.n_facts}")
         data = self.model_dump(mode="json")
-        data["tasks"]["sft"]["params"].update(self._capacity_params(n_facts))
-        data.update(regimes=["sft"], methods=self.capacity.methods, seeds=self.capacity.seeds, capacity=None,
+        for regime in c.regimes:
+            data["tasks"][regime]["params"].update(self._capacity_params(n_facts))
+        per_step = {"rl": self.rl.prompts_per_step, "sft": self.sft.batch_size}
+        for regime, passes in (c.passes or {}).items():
+            data[regime]["steps"] = math.ceil(passes * n_facts / per_step[regime])
+        data.update(regimes=c.regimes, methods=c.methods, seeds=c.seeds, capacity=None,
                     confirmation=None, truncation=None, levers=None)
-        return validate(data, source=f"capacity study n_facts={n_facts}")
+        study = validate(data, source=f"capacity study n_facts={n_facts}")
+        if c.learning_rates == "chosen":
+            study._chosen = {key: lr for key, lr in (chosen or {}).items() if key[0] in c.regimes}
+            study._awaits_choice = chosen is None
+        return study
 
     def lever_study(self, name: str) -> StudyConfig:
         """The levers sub-study of one lever: the RL regime alone, its `rl` fields changed, with
@@ -755,6 +803,11 @@ class StudyConfig(Grid):
         study._chosen = dict(chosen)
         return study
 
+    @property
+    def awaits_choice(self) -> bool:
+        """A capacity sub-study that takes the select stage's lrs, asked for before select ran."""
+        return self._awaits_choice
+
     def measures_storage(self, regime: str) -> bool:
         """Whether `regime`'s runs get their final train NLL measured (bits absorbed, bits stored):
         always for SFT, and for RL on a table of known bits (the facts task)."""
@@ -773,6 +826,9 @@ class StudyConfig(Grid):
 
     def runs(self) -> list[RunId]:
         """Every training run of the study, in a stable order."""
+        if self._awaits_choice:
+            raise ConfigError("capacity.learning_rates is `chosen`: the capacity runs take the lrs the study's "
+                              "select stage chose (analysis/best_lr.csv); run the study's own runs and select first")
         return [
             RunId(regime, model, method, lr, seed)
             for regime in self.regimes

@@ -33,6 +33,9 @@ FIGURES = {
                     "open: falls off) and RL information bounds, against trainable parameters; dashed: capacity line.",
     "capacity_falloff.png": "Share of the facts table stored against table size, per method at its best lr; "
                             "open markers: LoRA falls off FullFT (worse under the equivalence rule).",
+    "crossover.png": "Bits recalled (greedy recall on probed keys, Fano) against the table's bits, per method at its "
+                     "lr, RL beside SFT on the same tables (mean over seeds, bars = t interval; dotted: the whole table; "
+                     "dashed: rank 1's SFT capacity; open: FullFT had not reached its plateau, not judged).",
     "truncation.png": "Share of FullFT's RL gain over the base kept when every weight update is cut to its top k "
                       "singular directions (test; FullFT at its best lr, mean over seeds with its t interval); "
                       "dashed: share of the updates' squared norm in those k directions.",
@@ -254,6 +257,43 @@ def plot_capacity_falloff(table: pd.DataFrame, path: Path) -> None:
         ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
         ax.set_ylim(min(0.0, d.share_stored.min()) - 0.02, 1.05)  # 1 = the whole table stored
         _label(ax, model, "facts in the table", "share of the table's bits stored")
+    _save(fig, path)
+
+
+def plot_crossover(cross: pd.DataFrame, path: Path) -> None:
+    """Bits recalled against table bits per method, RL beside SFT (one row per model), rank 1's SFT
+    capacity (its most bits recalled at any size) marked in both."""
+    import matplotlib.pyplot as plt
+
+    models, regimes = sorted(cross.model.unique()), [g for g in ("rl", "sft") if g in set(cross.regime)]
+    fig, axes = plt.subplots(len(models), len(regimes), figsize=(5.5 * len(regimes), 4.2 * len(models)),
+                             squeeze=False, sharey=True)
+    colors = _colors(cross.method)
+    for row, model in zip(axes, models):
+        d = cross[cross.model == model]
+        r1 = d[(d.regime == "sft") & (d.method == "lora-r1")]
+        r1_capacity = float(r1.bits_recalled.max()) if len(r1) else None
+        top = max(d.table_bits.max(), d.bits_recalled_high.max(skipna=True) if d.bits_recalled_high.notna().any()
+                  else 1) * 1.5
+        for ax, regime in zip(row, regimes):
+            ax.plot([1, top], [1, top], "k:", lw=1, label="the whole table")
+            if r1_capacity:
+                ax.axhline(max(r1_capacity, 1), color="gray", ls="--", lw=1, label="rank 1's SFT capacity")
+            for method in method_order(d.method):
+                m = d[(d.regime == regime) & (d.method == method)].sort_values("table_bits")
+                if not len(m):
+                    continue
+                y = m.bits_recalled.clip(lower=1)
+                err = [(y - m.bits_recalled_low.clip(lower=1)).fillna(0).clip(lower=0),
+                       (m.bits_recalled_high.clip(lower=1) - y).fillna(0).clip(lower=0)]
+                ax.errorbar(m.table_bits, y, yerr=err, fmt="-", color=colors[method], capsize=3, alpha=0.8)
+                judged = m.fullft_plateau.astype(bool)
+                ax.scatter(m[judged].table_bits, y[judged], color=colors[method], label=method, zorder=3)
+                ax.scatter(m[~judged].table_bits, y[~judged], facecolors="white", edgecolors=colors[method], zorder=3)
+            ax.scatter([], [], facecolors="white", edgecolors="gray", label="open: FullFT not at a plateau")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log", base=2)
+            _label(ax, f"{model} · {regime.upper()}", "table bits", "bits recalled (greedy recall, Fano)")
     _save(fig, path)
 
 

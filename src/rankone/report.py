@@ -16,7 +16,7 @@ import pandas as pd
 
 from rankone.config import StudyConfig, method_label
 from rankone.figures import (FIGURES, SCORE_LABELS, by_method, method_order, plot_capacity, plot_capacity_falloff,
-                              plot_trajectory,
+                             plot_crossover, plot_trajectory,
                              plot_curves, plot_forest, plot_information, plot_levers, plot_levers_calibration,
                              plot_levers_pass_at_k, plot_lr_sweep, plot_lr_vs_rank, plot_rl_bits, plot_truncation,
                              plot_updates)
@@ -27,29 +27,54 @@ NAMES = {"rl": "RL", "sft": "SFT"}
 
 
 def capacity_findings(falloff: pd.DataFrame) -> list[str]:
-    """One generated sentence per model: where LoRA ranks fall off FullFT as the table grows."""
+    """One generated sentence per (regime, model): where LoRA ranks fall off FullFT as the table grows."""
     out = []
-    for model, g in falloff.groupby("model"):
+    for (regime, model), g in falloff.groupby(["regime", "model"]):
         parts = []
         for r in g.sort_values("n_facts").itertuples():
             keeps = "none" if pd.isna(r.smallest_rank_keeping_up) else f"r{int(r.smallest_rank_keeping_up)}"
             parts.append(f"{r.n_facts:,} facts ({r.dataset_bits:,.0f} bits, FullFT stored "
                          f"{r.fullft_bits_stored:,.0f}): ranks falling off: {r.ranks_falling_off}; smallest rank "
                          f"keeping up: {keeps}; inconclusive: {r.ranks_inconclusive}")
-        out.append(f"**{model}** — " + "; ".join(parts) + ".")
+        out.append(f"**{model}, {NAMES[regime]}** — " + "; ".join(parts) + ".")
     return out
+
+
+def crossover_part(cfg: StudyConfig, cross: pd.DataFrame) -> list:
+    """The RL crossover (capacity.regimes with rl): the sentence, the figure and its table."""
+    if "rl" not in cfg.capacity.regimes:
+        return []
+    from rankone.capacity import crossover_sentence
+
+    lrs = ("each method at the one lr the select stage chose on the study's own runs (the lr pilot), flagged "
+           "`lr_from`" if cfg.capacity.learning_rates == "chosen" else "each method at its best lr on val at that size")
+    show = ["regime", "model", "n_facts", "method", "lr", "lr_from", "seeds", "episodes", "bits_recalled",
+            "bits_recalled_low", "bits_recalled_high", "bits_stored", "info_bound_bits", "episodes_to_50",
+            "episodes_to_90", "fullft_plateau", "gap", "ci_low", "ci_high", "verdict"]
+    return [
+        f"**The crossover.** RL and SFT on the same facts tables, {lrs}. Bits recalled = greedy recall of the "
+        "probed keys as bits (Fano), the same measure in both regimes; each rank is judged against FullFT on "
+        f"greedy recall by the equivalence rule (margin ±{cfg.analysis.greedy_margin:g}), only at sizes where "
+        "FullFT's curve reached its plateau. Episodes to 50% / 90% = RL episodes or SFT examples until the "
+        "method's smoothed curve covers that share of FullFT's gain from its first step to its plateau.",
+        crossover_sentence(cross),
+        ("figure", "crossover.png"), _round(cross[[c for c in show if c in cross]]),
+    ]
 
 
 def capacity_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, list]]:
     """The capacity experiment's section and figures (none without a capacity section)."""
     if cfg.capacity is None:
         return []
-    table, falloff, chart = (pd.read_csv(a / f"{n}.csv") for n in ("capacity", "capacity_falloff", "capacity_chart"))
-    plot_capacity(chart, table, cfg.analysis.bits_per_param, out / "capacity.png")
-    plot_capacity_falloff(table, out / "capacity_falloff.png")
-    per_param = table.groupby("method").bits_per_parameter.max()
+    table, falloff, chart, cross = (pd.read_csv(a / f"{n}.csv") for n in
+                                    ("capacity", "capacity_falloff", "capacity_chart", "crossover"))
+    sft = table[table.regime == "sft"]
+    plot_capacity(chart, sft, cfg.analysis.bits_per_param, out / "capacity.png")
+    plot_capacity_falloff(sft, out / "capacity_falloff.png")
+    plot_crossover(cross, out / "crossover.png")
+    per_param = sft.groupby("method").bits_per_parameter.max()
     per_param = per_param[method_order(per_param.index)]
-    show = ["model", "n_facts", "method", "lr", "at_grid_edge", "trainable_parameters", "dataset_bits",
+    show = ["regime", "model", "n_facts", "method", "lr", "at_grid_edge", "trainable_parameters", "dataset_bits",
             "bits_stored", "bits_absorbed", "share_stored", "bits_per_parameter", "gap", "ci_low", "ci_high",
             "verdict", "reason", "falls_off"]
     return [("Capacity", [
@@ -64,6 +89,7 @@ def capacity_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, li
         + ", ".join(f"{m}: {v:.3f}" for m, v in per_param.items())
         + f" (reference {cfg.analysis.bits_per_param:g}).",
         ("figure", "capacity.png"), ("figure", "capacity_falloff.png"), falloff.round(1), _round(table[show]),
+        *crossover_part(cfg, cross),
     ])]
 
 

@@ -52,8 +52,10 @@ def run_state(at: Layout, run: RunId) -> str:
 
 def sub_studies(cfg: StudyConfig) -> list[tuple[str, str, StudyConfig, Layout]]:
     """(label, CLI flag, config, layout) of every capacity and lever sub-study, in a stable order."""
+    from rankone.analysis import capacity_study
+
     at = Layout(cfg)
-    return [(f"capacity n{n}", f"--capacity {n}", cfg.capacity_study(n), at.capacity(n))
+    return [(f"capacity n{n}", f"--capacity {n}", capacity_study(cfg, at, n), at.capacity(n))
             for n in (cfg.capacity.n_facts if cfg.capacity else [])] + [
         (f"lever {name}", f"--lever {name}", cfg.lever_study(name), at.lever(name))
         for name in (cfg.levers.variants if cfg.levers else {})]
@@ -64,6 +66,8 @@ def grid(cfg: StudyConfig) -> list[RunStatus]:
     scopes = [("", cfg, Layout(cfg))] + [(label, study, where) for label, _, study, where in sub_studies(cfg)]
     out = []
     for label, study, where in scopes:
+        if study.awaits_choice:  # its lrs, and so its runs, are not known until select has run
+            continue
         for run in study.runs():
             state = run_state(where, run)
             log = where.train_log(run)

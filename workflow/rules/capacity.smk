@@ -15,6 +15,10 @@ use rule data as capacity_data with:
 
 
 use rule train as capacity_train with:
+    input:
+        model=f"{RESULTS}/models/{{model}}",
+        data=data_inputs,
+        best=capacity_best,
     output:
         metrics=seed_outputs(CAPACITY, CAPACITY_SEEDS, "metrics.jsonl"),
         timings=seed_outputs(CAPACITY, CAPACITY_SEEDS, "timings.jsonl"),
@@ -26,6 +30,11 @@ use rule train as capacity_train with:
 
 
 use rule evaluate as capacity_evaluate with:
+    input:
+        model=f"{RESULTS}/models/{{model}}",
+        data=data_inputs,
+        runs=method_runs,
+        best=capacity_best,
     output:
         f"{CAPACITY}/evaluate/{{regime}}/{{model}}/{{method}}/metrics.jsonl",
     log:
@@ -41,6 +50,7 @@ rule capacity:
         table=f"{RESULTS}/analysis/capacity.csv",
         falloff=f"{RESULTS}/analysis/capacity_falloff.csv",
         chart=f"{RESULTS}/analysis/capacity_chart.csv",
+        crossover=f"{RESULTS}/analysis/crossover.csv",
     log:
         f"{RESULTS}/logs/capacity.log",
     conda:

@@ -135,7 +135,7 @@ def digest(stage):
 
     def job_digest(wildcards):
         regime = wildcards.get("regime")
-        return config_digest(scope(wildcards)[0], stage, regime)
+        return config_digest(scope(wildcards, runs=stage != "data")[0], stage, regime)
 
     return job_digest
 
@@ -147,9 +147,26 @@ def seed_outputs(root, seeds, name):
     )
 
 
-@functools.cache
+CAPACITY_CHOSEN = bool(STUDY.capacity) and STUDY.capacity.learning_rates == "chosen"
+
+
 def capacity_study(n_facts):
-    return STUDY.capacity_study(int(n_facts))
+    """The capacity sub-study at one size; with `learning_rates: chosen`, once the select
+    checkpoint has chosen its lrs (until then Snakemake defers the jobs that ask)."""
+    if not CAPACITY_CHOSEN:
+        return _capacity_study(int(n_facts))
+    checkpoints.select.get()
+    return STUDY.capacity_study(int(n_facts), chosen(LAYOUT))
+
+
+@functools.cache
+def _capacity_study(n_facts):
+    return STUDY.capacity_study(n_facts)
+
+
+def capacity_best(wildcards):
+    """The select checkpoint's table, for capacity jobs that run at its lrs (they read it)."""
+    return [f"{RESULTS}/analysis/best_lr.csv"] if CAPACITY_CHOSEN else []
 
 
 @functools.cache
@@ -164,15 +181,15 @@ def confirm_study(regime):
     return STUDY.confirm_study(chosen(LAYOUT), regime)
 
 
-def scope(wildcards):
+def scope(wildcards, runs=True):
     """(study, results root) of a job: the study's, or with an n_facts, lever or confirm
-    wildcard that capacity, lever or confirmation sub-study's."""
+    wildcard that capacity, lever or confirmation sub-study's (without `runs`, a capacity
+    sub-study that has not chosen its lrs yet: enough for its data)."""
     if "confirm" in wildcards.keys():
         return confirm_study(wildcards.regime), CONFIRM.format(confirm="confirm")
     if "n_facts" in wildcards.keys():
-        return capacity_study(wildcards.n_facts), CAPACITY.format(
-            n_facts=wildcards.n_facts
-        )
+        study = capacity_study if runs else _capacity_study
+        return study(int(wildcards.n_facts)), CAPACITY.format(n_facts=wildcards.n_facts)
     if "lever" in wildcards.keys():
         return lever_study(wildcards.lever), LEVER.format(lever=wildcards.lever)
     return STUDY, RESULTS
@@ -255,10 +272,15 @@ def sub_study_files(stage, studies):
 
 
 def capacity_files(stage):
-    sizes = STUDY.capacity.n_facts if STUDY.capacity else []
-    return sub_study_files(
-        stage, [(capacity_study(n), CAPACITY.format(n_facts=n)) for n in sizes]
-    )
+    """An input function: the capacity runs' run.json (train) or evaluations (evaluate)."""
+
+    def files(wildcards):
+        sizes = STUDY.capacity.n_facts if STUDY.capacity else []
+        return sub_study_files(
+            stage, [(capacity_study(n), CAPACITY.format(n_facts=n)) for n in sizes]
+        )
+
+    return files
 
 
 def confirm_files(stage):
@@ -285,8 +307,13 @@ def lever_files(stage):
 # stage writes under analysis/ (which the report reads) and the report's figures for it.
 OPTIONAL = {
     "capacity": {
-        "tables": ("capacity.csv", "capacity_falloff.csv", "capacity_chart.csv"),
-        "figures": ("capacity", "capacity_falloff"),
+        "tables": (
+            "capacity.csv",
+            "capacity_falloff.csv",
+            "capacity_chart.csv",
+            "crossover.csv",
+        ),
+        "figures": ("capacity", "capacity_falloff", "crossover"),
     },
     "truncation": {
         "tables": ("truncation.csv", "truncation_summary.csv", "truncation.json"),
