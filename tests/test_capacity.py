@@ -106,7 +106,7 @@ def test_crossover_rows_judge_recall_only_where_fullft_reached_its_plateau(tmp_p
     steps = sub.rl.steps  # RL: FullFT rises to 0.9 by half-way and stays (with seed noise); rank 1 to 0.7, late
     recall = {"fullft": [1.0, 0.97, 1.0], "lora-r1": [0.6, 0.55, 0.62]}
     runs = pd.DataFrame([{"regime": "rl", "model": "m", "method": x, "rank": None if x == "fullft" else 1, "lr": 0.01,
-                          "seed": s, "test_greedy": recall[x][s], "test_score": recall[x][s],
+                          "seed": s, "table_greedy": recall[x][s], "test_score": recall[x][s],
                           "train_nll_bits_final": 0.0, "info_bound_bits": 100.0, "at_grid_edge": False}
                          for x in recall for s in range(3)])
     best = runs.groupby(["regime", "model", "method"], as_index=False).agg(lr=("lr", "first")).assign(

@@ -18,7 +18,7 @@ def test_shipped_configs_are_valid():
     assert {r.regime for r in smoke.runs()} == {"rl", "sft"}
 
 
-@pytest.mark.parametrize("name", ["layers", "capacity", "levers", "tinylora", "rl-capacity"])
+@pytest.mark.parametrize("name", ["layers", "capacity", "levers", "tinylora", "rl-capacity", "crossover"])
 def test_experiment_configs_layer_over_the_default(name, tmp_path):
     default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
     over = yaml.safe_load((ROOT / "config" / "experiments" / f"{name}.yaml").read_text())
@@ -37,6 +37,13 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
             "nsr": cfg.rl.model_copy(update={"advantage_sign": "negative"}),
             "filter": cfg.rl.model_copy(update={"variance_filter": True})}
         assert len(cfg.levers.seeds) >= 3 and {cfg.lever_study(n).regimes[0] for n in cfg.levers.variants} == {"rl"}
+    elif name == "crossover":  # both regimes on one table per size, 3 seeds, each at the study's chosen lr
+        chosen = {(g, m, x): 1e-3 for g in cfg.regimes for m in cfg.models for x in cfg.methods}
+        for n in cfg.capacity.n_facts:
+            sub = cfg.capacity_study(n, chosen)
+            assert sub.regimes == ["rl", "sft"] and sub.tasks["rl"] == sub.tasks["sft"]
+            assert len(sub.runs()) == 2 * len(cfg.capacity.methods) * len(cfg.capacity.seeds)
+        assert len(cfg.capacity.seeds) >= 3 and len(cfg.capacity.n_facts) >= 3
     elif name == "capacity":
         assert cfg.regimes == ["rl"] and cfg.capacity.n_facts == [128, 512, 2048]
         assert {len(cfg.capacity_study(n).runs()) for n in cfg.capacity.n_facts} == {2 * 5 * 4 * 3}

@@ -54,7 +54,8 @@ def test_flops_match_a_hand_count():
 
 
 # One RL step as a run's second step takes it (Adam's state already there): forward and
-# backward on fixed tokens, then the Adam step; peak RSS above the process's after importing
+# backward on fixed tokens, then the Adam step, at each batch size in turn (one process, one
+# model load); peak RSS above the process's after importing
 # torch, transformers and peft (the libraries are not the job's). The peak is VmHWM, this
 # process's own (getrusage's ru_maxrss keeps the parent's across fork and exec: under pytest it
 # read 1,347 MiB for an 881 MiB step). Every large block is mmapped (MALLOC_MMAP_THRESHOLD_), so
@@ -66,7 +67,7 @@ import torch, transformers, peft
 from rankone.config import LoraConfig
 from rankone.models.load import load_base, make_policy
 from rankone.models.sequences import completion_logprobs
-model_dir, method, B, L, C = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+model_dir, method, L, C, *batches = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
 torch.set_num_threads(1)
 base = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
 torch.manual_seed(0)
@@ -78,24 +79,27 @@ for p in optimizer.param_groups[0]["params"]:
 optimizer.step()
 optimizer.zero_grad(set_to_none=True)
 V = model.config.vocab_size
-prompt, completion = torch.randint(0, V, (B, L)), torch.randint(0, V, (B, C))
-logprobs = completion_logprobs(policy, prompt, torch.ones_like(prompt), completion, torch.ones_like(completion))
-(-logprobs.mean()).backward()
-optimizer.step()
-hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM"))
-print(int(hwm.split()[1]) * 1024 - base)
+for B in batches:  # smallest first: the high-water mark after each step is that step's peak
+    prompt, completion = torch.randint(0, V, (B, L)), torch.randint(0, V, (B, C))
+    logprobs = completion_logprobs(policy, prompt, torch.ones_like(prompt), completion, torch.ones_like(completion))
+    (-logprobs.mean()).backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    del logprobs
+    hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM"))
+    print(int(hwm.split()[1]) * 1024 - base)
 """
 
 
 @pytest.mark.parametrize("method", ["fullft", "lora-r1"])
 def test_predicted_peak_of_an_rl_step_is_within_30_percent_of_the_measured(smollm2, tmp_path, method):
     cfg, at, _ = smollm2
-    L, C = 32, 64
-    for B in (2, 8):
-        out = subprocess.run([sys.executable, "-c", STEP, str(at.model("smollm2-135m")), method, str(B), str(L),
-                              str(C)], capture_output=True, text=True, cwd=ROOT, check=True,
-                             env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"})
-        peak = int(out.stdout.strip().splitlines()[-1])
+    L, C, batches = 32, 64, (2, 8)
+    out = subprocess.run([sys.executable, "-c", STEP, str(at.model("smollm2-135m")), method, str(L), str(C),
+                          *map(str, batches)], capture_output=True, text=True, cwd=ROOT, check=True,
+                         env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"})
+    peaks = [int(line) for line in out.stdout.strip().splitlines()[-len(batches):]]
+    for B, peak in zip(batches, peaks):
         study = validate(real_config(tmp_path, dtype="float32", rl={"steps": 1, "prompts_per_step": B // 2,
                                                                     "group_size": 2},
                                      rollout={"max_new_tokens": C}, plan={"prompt_tokens": L}))

@@ -83,9 +83,16 @@ def test_smoke_capacity_experiment_sits_beside_the_rl_runs(smoke):
     assert set(chart.regime) == {"rl", "sft"}  # both regimes on one chart
     falloff = pd.read_csv(smoke / at.analysis / "capacity_falloff.csv")
     assert len(falloff) == len(cfg.capacity.n_facts) * len(cfg.models)
-    for name in ("capacity.png", "capacity_falloff.png"):
+    for name in ("capacity.png", "capacity_falloff.png", "crossover.png"):
         assert (smoke / at.report / name).stat().st_size > 0, name
     assert "## Capacity" in (smoke / at.report / "report.md").read_text()
+    # Bits recalled from the whole table: every key of each size, at every scored checkpoint.
+    n = cfg.capacity.n_facts[-1]
+    evaluations = read_jsonl(smoke / at.capacity(n).evaluation("sft", cfg.models[0], "fullft"))
+    assert all(c["table"]["keys"] == n for e in evaluations for c in e["checkpoints"])
+    cross = pd.read_csv(smoke / at.analysis / "crossover.csv")
+    assert set(cross.regime) == {"sft"} and cross.bits_recalled.between(0, cross.table_bits).all()
+    assert len(cross) == len(table)
 
 
 def test_smoke_truncation_reproduces_the_evaluation_at_full_rank(smoke):

@@ -101,6 +101,10 @@ def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame, p
             row[f"{split}_final_score"] = sign * value if value is not None else math.nan
         scored = checkpoint_rows(run, evaluated)
         row.update(primary(cfg, scored), tail_steps=" ".join(str(c["step"]) for c in scored))
+        # On a table of known bits: greedy recall of the whole table, over the same checkpoints as the primary scores.
+        table = [c["table"]["greedy_accuracy"] for c in evaluated.get("checkpoints", []) if "table" in c]
+        row["table_greedy"] = sum(table[-1:] if cfg.analysis.score == "final" else table) / len(table) \
+            if table else math.nan
         checkpoints += scored
         row["info_bound_bits"] = trained.get("info_bound_bits")
         row["format_collapse"] = trained.get("format_collapse", {}).get("flagged")

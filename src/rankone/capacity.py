@@ -25,7 +25,7 @@ import math
 
 import pandas as pd
 
-from rankone.analysis import best_learning_rates, capacity_study, collect, interval, plateau, verdicts
+from rankone.analysis import best_learning_rates, capacity_study, collect, compare, interval, plateau, verdicts
 from rankone.config import StudyConfig, lora_rank
 from rankone.info import bits_recalled, bits_stored
 from rankone.io import atomic_path, read_json
@@ -124,17 +124,17 @@ def first_reach(curve: pd.Series, level: float, sign: float, window: int) -> flo
 
 def crossover_rows(cfg: StudyConfig, sub: StudyConfig, n_facts: int, runs: pd.DataFrame, curves: pd.DataFrame,
                    best: pd.DataFrame) -> list[dict]:
-    """One table size, per (regime, model, method) at its best lr: bits recalled (greedy recall, Fano) with its
-    interval over seeds, FullFT's plateau test, episodes to 50% and 90% of FullFT's gain, and the equivalence
-    verdict on greedy recall against FullFT (paired by seed; judged only where FullFT reached its plateau)."""
+    """One table size, per (regime, model, method) at its lr: bits recalled (greedy recall of the whole table,
+    Fano) with its interval over seeds, FullFT's plateau test, episodes to 50% and 90% of FullFT's gain, and the
+    equivalence verdict on table recall against FullFT (paired by seed, margin analysis.greedy_margin; judged
+    only where FullFT reached its plateau)."""
     params = sub.tasks["sft" if "sft" in sub.regimes else "rl"].typed_params()
     symbols = params.alphabet ** params.digits
-    gaps = verdicts(sub, runs, best)
-    gaps = gaps[gaps.metric == "greedy_accuracy"].set_index(["regime", "model", "method"]) if len(gaps) else None
     tests = plateau(sub, curves, best, regimes=sub.regimes).set_index(["regime", "model", "method"])
     chosen = runs.merge(best[["regime", "model", "method", "lr", "at_grid_edge"]])
     rows = []
     for (regime, model), group in chosen.groupby(["regime", "model"]):
+        full_recall = group[group.method == "fullft"].set_index("seed")["table_greedy"]
         per_step = sub.rl.prompts_per_step * sub.rl.group_size if regime == "rl" else sub.sft.batch_size
         full_test = tests.loc[(regime, model, "fullft")] if (regime, model, "fullft") in tests.index else None
         sign, steps = SIGN[regime], sub.rl.steps if regime == "rl" else sub.sft.steps
@@ -142,15 +142,16 @@ def crossover_rows(cfg: StudyConfig, sub: StudyConfig, n_facts: int, runs: pd.Da
         start = float(full_curve.iloc[0]) if full_curve is not None else math.nan
         window = max(1, round(steps * 0.05))
         for method, g in group.groupby("method"):
-            # The run's primary greedy recall (analysis.score: its tail or final checkpoint), as the verdict's.
-            recalled = [bits_recalled(n_facts, symbols, a) for a in g.sort_values("seed").test_greedy]
+            # Greedy recall of the whole table at the checkpoints the primary score reads (tail or final).
+            recalled = [bits_recalled(n_facts, symbols, a) for a in g.sort_values("seed").table_greedy]
             mean, low, high = interval(recalled, cfg.analysis.confidence)
             table_bits = n_facts * math.log2(symbols)
             row = {"regime": regime, "model": model, "n_facts": n_facts, "table_bits": table_bits,
                    "method": method, "rank": lora_rank(method), "lr": float(g.lr.iloc[0]),
                    "lr_at_grid_edge": g.at_grid_edge.iloc[0],
                    "lr_from": "select on the study's runs" if cfg.capacity.learning_rates == "chosen" else "this size",
-                   "seeds": len(g), "episodes": steps * per_step, "test_greedy": float(g.test_greedy.mean()),
+                   "seeds": len(g), "episodes": steps * per_step,
+                   "table_recall": float(g.table_greedy.mean()),
                    "bits_recalled": mean, "bits_recalled_low": low, "bits_recalled_high": high,
                    "bits_stored": float(bits_stored(table_bits, g.train_nll_bits_final).mean()),
                    "info_bound_bits": float(g.info_bound_bits.mean()) if regime == "rl" else math.nan}
@@ -159,14 +160,16 @@ def crossover_rows(cfg: StudyConfig, sub: StudyConfig, n_facts: int, runs: pd.Da
                 mine = mean_curve(curves, best, regime, method)
                 for share in (0.5, 0.9):
                     step = first_reach(mine, start + share * (goal - start), sign, window)
-                    row[f"episodes_to_{round(share * 100)}"] = (step + 1) * per_step if math.isfinite(step) else math.nan
+                    episodes = (step + 1) * per_step if math.isfinite(step) else math.nan
+                    row[f"episodes_to_{round(share * 100)}"] = episodes
                 row["fullft_plateau"] = bool(full_test.plateau or CEILING[regime](goal))
             else:
                 row.update(episodes_to_50=math.nan, episodes_to_90=math.nan, fullft_plateau=False)
-            if method != "fullft" and gaps is not None and (regime, model, method) in gaps.index:
-                v = gaps.loc[(regime, model, method)]
-                row.update(gap=float(v.gap), ci_low=float(v.ci_low), ci_high=float(v.ci_high), margin=float(v.margin),
-                           verdict=v.verdict if row["fullft_plateau"] else "not judged (FullFT not at a plateau)")
+            if method != "fullft" and len(full_recall):
+                v = compare(g.set_index("seed")["table_greedy"], full_recall, cfg.analysis.greedy_margin,
+                            cfg.analysis.confidence)
+                row.update(gap=v["gap"], ci_low=v["ci_low"], ci_high=v["ci_high"], margin=v["margin"],
+                           verdict=v["verdict"] if row["fullft_plateau"] else "not judged (FullFT not at a plateau)")
             rows.append(row)
     return rows
 

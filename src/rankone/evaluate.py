@@ -118,8 +118,17 @@ def checkpoints(cfg: StudyConfig, run: RunId, train_dir: Path, steps_completed: 
     return [*found, (steps_completed, train_dir / "weights")]
 
 
+def table_recall(cfg: StudyConfig, engine, task, rows: list[dict]) -> dict:
+    """Greedy recall of every key of a table the run trained on: what it holds, without the
+    sampling noise of a few probes (which n x (1 - H(a)) would multiply by the table's size)."""
+    greedy = sample_all(engine, [r["prompt"] for r in rows], 1, cfg.evaluate.batch_prompts, greedy=True)
+    correct = sum(task.reward(t, r["answer"]) for t, r in zip(greedy, rows))
+    return {"keys": len(rows), "greedy_accuracy": correct / len(rows)}
+
+
 def score_splits(cfg: StudyConfig, run: RunId, model, tokenizer, engine, task, splits: dict) -> dict:
-    """Val and test scores of one set of weights (for SFT also the answers' NLL)."""
+    """Val and test scores of one set of weights (for SFT also the answers' NLL); on a table of
+    known bits also the greedy recall of the whole table (`table`)."""
     result = {}
     for split in ("val", "test"):
         rows = splits[split]
@@ -128,6 +137,8 @@ def score_splits(cfg: StudyConfig, run: RunId, model, tokenizer, engine, task, s
             nats, tokens = answer_nll_nats(model, tokenizer, rows, dtype=cfg.dtype)
             result[split]["nll"] = nats / tokens
             result[split]["nll_bits_per_token"] = nats / tokens * NATS_TO_BITS
+    if task.stores_table and "train" in splits:
+        result["table"] = table_recall(cfg, engine, task, splits["train"])
     return result
 
 

@@ -33,9 +33,10 @@ FIGURES = {
                     "open: falls off) and RL information bounds, against trainable parameters; dashed: capacity line.",
     "capacity_falloff.png": "Share of the facts table stored against table size, per method at its best lr; "
                             "open markers: LoRA falls off FullFT (worse under the equivalence rule).",
-    "crossover.png": "Bits recalled (greedy recall on probed keys, Fano) against the table's bits, per method at its "
-                     "lr, RL beside SFT on the same tables (mean over seeds, bars = t interval; dotted: the whole table; "
-                     "dashed: rank 1's SFT capacity; open: FullFT had not reached its plateau, not judged).",
+    "crossover.png": "Bits recalled (greedy recall of every key of the table, Fano) against the table's bits, per "
+                     "method at its lr, RL beside SFT on the same tables (mean over seeds, bars = t interval; dotted: "
+                     "the whole table; dashed: rank 1's SFT capacity; open: FullFT had not reached its plateau, not "
+                     "judged).",
     "truncation.png": "Share of FullFT's RL gain over the base kept when every weight update is cut to its top k "
                       "singular directions (test; FullFT at its best lr, mean over seeds with its t interval); "
                       "dashed: share of the updates' squared norm in those k directions.",

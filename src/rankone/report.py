@@ -48,13 +48,13 @@ def crossover_part(cfg: StudyConfig, cross: pd.DataFrame) -> list:
 
     lrs = ("each method at the one lr the select stage chose on the study's own runs (the lr pilot), flagged "
            "`lr_from`" if cfg.capacity.learning_rates == "chosen" else "each method at its best lr on val at that size")
-    show = ["regime", "model", "n_facts", "method", "lr", "lr_from", "seeds", "episodes", "bits_recalled",
-            "bits_recalled_low", "bits_recalled_high", "bits_stored", "info_bound_bits", "episodes_to_50",
+    show = ["regime", "model", "n_facts", "method", "lr", "lr_from", "seeds", "episodes", "table_recall",
+            "bits_recalled", "bits_recalled_low", "bits_recalled_high", "bits_stored", "info_bound_bits", "episodes_to_50",
             "episodes_to_90", "fullft_plateau", "gap", "ci_low", "ci_high", "verdict"]
     return [
-        f"**The crossover.** RL and SFT on the same facts tables, {lrs}. Bits recalled = greedy recall of the "
-        "probed keys as bits (Fano), the same measure in both regimes; each rank is judged against FullFT on "
-        f"greedy recall by the equivalence rule (margin ±{cfg.analysis.greedy_margin:g}), only at sizes where "
+        f"**The crossover.** RL and SFT on the same facts tables, {lrs}. Bits recalled = greedy recall of every key "
+        "of the table as bits (Fano), the same measure in both regimes; each rank is judged against FullFT on "
+        f"that recall by the equivalence rule (margin ±{cfg.analysis.greedy_margin:g}), only at sizes where "
         "FullFT's curve reached its plateau. Episodes to 50% / 90% = RL episodes or SFT examples until the "
         "method's smoothed curve covers that share of FullFT's gain from its first step to its plateau.",
         crossover_sentence(cross),
