@@ -70,7 +70,7 @@ publish: env
 # TRL (for the side-by-side RL step) is a benchmark-only extra, pinned in envs/bench.txt.
 benchmark: env
 	$(VENV)/bin/pip install --quiet --no-deps $(PIP_ARGS) -r envs/bench.txt
-	pytest benchmarks --benchmark-only --benchmark-enable
+	pytest -n 0 benchmarks --benchmark-only --benchmark-enable  # pytest-benchmark does not time under xdist
 
 lint: env
 	snakemake --lint

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -121,40 +123,72 @@ def local_slurm(command: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(LOCAL_SLURM), command], capture_output=True, text=True, timeout=120)
 
 
-SLURM_RUN: dict = {}  # the background SLURM smoke run (RANKONE_SLURM=1): cluster PIDs, process, folder
-BACKGROUND: dict = {}  # name -> (process, workdir, log file) of studies started with the session
+# With RANKONE_SLURM=1 the session (pytest's main process: under pytest-xdist the controller, whose
+# environment its workers inherit) starts SLURM and Snakemake runs in the background. Each run is
+# a folder named in $RANKONE_TEST_RUNS/<name>.path and ends by writing its exit status to
+# <name>.rc, so any worker can wait for it; the SLURM daemons' PIDs are in slurm.json.
+RUNS_ENV = "RANKONE_TEST_RUNS"
+BACKGROUND: dict = {}  # name -> process, in the process that started it (killed at the session's end)
+
+
+def runs_dir() -> Path | None:
+    return Path(os.environ[RUNS_ENV]) if os.environ.get(RUNS_ENV) else None
 
 
 # What the SLURM profile runs: one RL cell of the smoke study and all it needs (data, a base model,
 # its training, its evaluation), every job through sbatch. The whole smoke study runs locally.
 SLURM_TARGET = "results/smoke/evaluate/rl/llama-tiny/lora-r1/metrics.jsonl"
+# A rule whose job fails, sent through SLURM with the session (tests/test_slurm.py checks how the run ends).
+BROKEN_RULE = ('rule broken:\n    output: "never.txt"\n    log: "broken.log"\n'
+               '    shell: "echo rankone-test: deliberate failure > {log}; exit 3"\n')
+
+
+def start_snakemake(name: str, workdir: Path, *args: str) -> None:
+    """Run Snakemake in `workdir` in the background (its stderr in snakemake.log); `finished` waits for it."""
+    runs = runs_dir()
+    (runs / f"{name}.path").write_text(str(workdir))
+    command = [sys.executable, "-m", "snakemake", *args]
+    wrapper = f'"$@" 2> snakemake.log; echo $? > {runs / f"{name}.rc"}'
+    BACKGROUND[name] = subprocess.Popen(["sh", "-c", wrapper, "sh", *command], cwd=workdir, env=venv_env(),
+                                        stdout=subprocess.DEVNULL)
+
+
+def started(name: str) -> bool:
+    runs = runs_dir()
+    return runs is not None and (runs / f"{name}.path").is_file()
+
+
+def finished(name: str, timeout: float = 1800) -> tuple[int, Path]:
+    """The exit status and folder of a background Snakemake run, once it has ended."""
+    runs = runs_dir()
+    rc, deadline = runs / f"{name}.rc", time.monotonic() + timeout
+    while not (rc.is_file() and rc.read_text().strip()):
+        assert time.monotonic() < deadline, f"{name}: still running after {timeout:.0f} s"
+        time.sleep(1)
+    return int(rc.read_text()), Path((runs / f"{name}.path").read_text())
 
 
 def start_study(name: str, *args: str, configs=("config/smoke.yaml",)) -> None:
     """Run a study in a fresh copy of the workflow in the background; `finished_study` waits for it."""
     workdir = copy_workflow(Path(tempfile.mkdtemp(prefix=f"rankone-{name}-")))
-    env = venv_env()
-    log = (workdir / "snakemake.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "snakemake", *args, "--configfile", *configs],
-                               cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=log)
-    BACKGROUND[name] = (process, workdir, log)
+    start_snakemake(name, workdir, *args, "--configfile", *configs)
 
 
 def finished_study(name: str) -> Path:
-    process, workdir, log = BACKGROUND[name]
-    code = process.wait(timeout=1800)
-    log.close()
+    code, workdir = finished(name)
     assert code == 0, (workdir / "snakemake.log").read_text()[-4000:]
     return workdir
 
 
 def pytest_sessionstart(session):
-    """With RANKONE_SLURM=1 (set by .ci/run): start a real single-node SLURM (scripts/local-slurm)
-    and, at once, three studies in the background: one cell of the smoke study through the SLURM
-    profile (SLURM_TARGET; its jobs spend much of their time waiting on SLURM), the whole smoke
-    study on this machine's cores and the vLLM smoke study on one. The rest of the suite runs
-    meanwhile; the `slurm_smoke`, `smoke` and `smoke_vllm` fixtures wait for them."""
-    if os.environ.get("RANKONE_SLURM") != "1" or session.config.option.collectonly:
+    """With RANKONE_SLURM=1 (set by .ci/run), in pytest's main process: start a real single-node
+    SLURM (scripts/local-slurm) and, at once, in the background: one cell of the smoke study
+    through the SLURM profile (SLURM_TARGET; its jobs spend much of their time waiting on SLURM), a
+    failing job through it (BROKEN_RULE), the whole smoke study on this machine's cores and the
+    vLLM smoke study on one. The tests run meanwhile (on pytest-xdist's workers); the fixtures and
+    tests that read those runs wait for them."""
+    if (os.environ.get("RANKONE_SLURM") != "1" or session.config.option.collectonly
+            or os.environ.get("PYTEST_XDIST_WORKER")):
         return
     missing = [] if os.geteuid() == 0 else ["root"]
     missing += [tool for tool in ("slurmctld", "slurmd", "munged", "sbatch", "scontrol") if not shutil.which(tool)]
@@ -163,39 +197,69 @@ def pytest_sessionstart(session):
                                 "(scripts/local-slurm install, as root)")
     if not importlib.util.find_spec("snakemake_executor_plugin_slurm"):
         raise pytest.UsageError("RANKONE_SLURM=1 but the SLURM executor plugin is not installed (make slurm-env)")
-    started = local_slurm("start")
-    if started.returncode != 0:
-        raise pytest.UsageError(f"scripts/local-slurm start failed: {started.stderr}{started.stdout}")
-    SLURM_RUN["pids"] = {name: int((where / f"{name}.pid").read_text()) for name, where in
-                         (("slurmctld", SLURM_STATE), ("slurmd", SLURM_STATE), ("munged", Path("/run/munge")))}
+    up = local_slurm("start")
+    if up.returncode != 0:
+        raise pytest.UsageError(f"scripts/local-slurm start failed: {up.stderr}{up.stdout}")
+    os.environ[RUNS_ENV] = tempfile.mkdtemp(prefix="rankone-test-runs-")  # before xdist starts its workers
+    pids = {name: int((where / f"{name}.pid").read_text()) for name, where in
+            (("slurmctld", SLURM_STATE), ("slurmd", SLURM_STATE), ("munged", Path("/run/munge")))}
+    (runs_dir() / "slurm.json").write_text(json.dumps(pids))
     start_study("slurm", SLURM_TARGET, *SLURM_PROFILE)
+    broken = Path(tempfile.mkdtemp(prefix="rankone-slurm-broken-"))  # test_slurm's failing job: mostly waiting
+    (broken / "Snakefile").write_text(BROKEN_RULE)
+    start_snakemake("slurm-broken", broken, *SLURM_PROFILE)
     start_study("smoke", "--cores", "2")
     if importlib.util.find_spec("vllm"):
         start_study("smoke-vllm", "--cores", "1", configs=("config/smoke.yaml", "config/smoke-vllm.yaml"))
 
 
-@pytest.fixture(scope="session", autouse=os.environ.get("RANKONE_SLURM") == "1")
-def slurm_cluster():
-    """With RANKONE_SLURM=1: the PIDs of the session's SLURM daemons, stopped by PID (and
-    checked gone) at the session's end; else None."""
-    if "pids" not in SLURM_RUN:
-        yield None
+def pytest_sessionfinish(session, exitstatus):
+    """In the process that started SLURM: stop what still runs, then the daemons, by PID, and check
+    that none of the three is left running (a failure here fails the session)."""
+    if not BACKGROUND:
         return
-    yield SLURM_RUN["pids"]
-    for process, _, _ in BACKGROUND.values():
+    for process in BACKGROUND.values():
         if process.poll() is None:
             process.kill()
+    pids = json.loads((runs_dir() / "slurm.json").read_text())
     stopped = local_slurm("stop")
-    assert stopped.returncode == 0, stopped.stderr
-    for name, pid in SLURM_RUN["pids"].items():  # stopped by PID: none of the three is left running
-        assert not Path(f"/proc/{pid}").exists(), f"{name} (pid {pid}) still runs after local-slurm stop"
+    left = [f"{name} (pid {pid})" for name, pid in pids.items() if Path(f"/proc/{pid}").exists()]
+    if stopped.returncode != 0 or left:
+        print(f"\nscripts/local-slurm stop: exit {stopped.returncode} {stopped.stderr}; still running: {left}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# Tests that must share one worker under pytest-xdist (--dist loadgroup): those of the real
+# checkpoint (converted once), those that start torch.distributed groups through torchrun (one
+# at a time), and those that read the smoke study (run once where RANKONE_SLURM=1 does not
+# start it in the background).
+GROUPS = {"smollm2": "smollm2", "smoke": "smoke", "smoke_vllm": "smoke", "slurm_smoke": "smoke", "site": "smoke"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        group = next((g for f, g in GROUPS.items() if f in fixtures), None)
+        if group is None and item.module.__name__.rsplit(".", 1)[-1] == "test_fsdp":
+            group = "torchrun"
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """With RANKONE_SLURM=1: the PIDs of the session's SLURM daemons (stopped at the session's end); else None."""
+    runs = runs_dir()
+    if runs is None or not (runs / "slurm.json").is_file():
+        return None
+    return json.loads((runs / "slurm.json").read_text())
 
 
 @pytest.fixture(scope="session")
 def smoke(tmp_path_factory, slurm_cluster):
     """The smoke study, run end to end by Snakemake on this machine's cores (with RANKONE_SLURM=1,
     started with the session; its log in snakemake.log)."""
-    if "smoke" not in BACKGROUND:
+    if not started("smoke"):
         workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
         done = snakemake(workdir)
         (workdir / "snakemake.log").write_text(done.stderr)

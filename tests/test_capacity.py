@@ -140,4 +140,8 @@ def test_the_crossover_sentence_says_whether_rank_1_saturates_alike():
     alike = crossover_sentence(rows([(64, 60, "parity"), (256, 100, "worse")], [(64, 62, "parity"), (256, 105, "worse")]))
     assert "cannot tell its RL and SFT capacities apart" in alike and "falls off FullFT from 256 keys" in alike
     apart = crossover_sentence(rows([(64, 30, "worse"), (256, 20, "worse")], [(64, 60, "parity"), (256, 200, "worse")]))
-    assert "saturates at fewer bits under RL than under SFT" in apart
+    assert "saturates at fewer bits under RL than under SFT" in apart and "never carried" not in apart
+    weak = rows([(64, 30, "parity"), (256, 20, "parity")], [(64, 60, "parity"), (256, 200, "worse")])
+    weak = pd.concat([weak, weak[weak.regime == "rl"].assign(method="fullft", bits_recalled=50, bits_recalled_low=40,
+                                                              bits_recalled_high=60)])
+    assert "FullFT itself recalls at most 50 bits" in crossover_sentence(weak)  # RL never reached 200 bits

@@ -16,7 +16,7 @@ from rankone.analysis import chosen
 from rankone.config import load, tail_steps
 from rankone.io import read_json, read_jsonl
 from rankone.paths import Layout
-from tests.conftest import BACKGROUND, ROOT, copy_workflow, finished_study, snakemake, venv_env
+from tests.conftest import ROOT, copy_workflow, finished_study, snakemake, started, venv_env
 
 pytestmark = pytest.mark.slow
 
@@ -292,7 +292,7 @@ def smoke_vllm(smoke):
     """The vLLM smoke study (its own experiment): started with the session under RANKONE_SLURM=1
     (tests/conftest.py), else run here beside the smoke study."""
     pytest.importorskip("vllm")
-    if "smoke-vllm" in BACKGROUND:
+    if started("smoke-vllm"):
         return finished_study("smoke-vllm")
     done = snakemake(smoke, configs=("config/smoke.yaml", "config/smoke-vllm.yaml"))
     assert done.returncode == 0, done.stderr[-4000:]

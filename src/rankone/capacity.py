@@ -197,8 +197,19 @@ def crossover_sentence(table: pd.DataFrame) -> str:
     same = ("the intervals overlap, so these runs cannot tell its RL and SFT capacities apart" if overlap else
             f"the intervals do not overlap: rank 1 saturates at {'fewer' if rl < sft else 'more'} bits under RL "
             "than under SFT")
-    return (f"Rank 1 recalls at most {rl:,.0f} bits [{rl_lo:,.0f}, {rl_hi:,.0f}] under RL ({rl_n:,}-key table) "
-            f"and {sft:,.0f} [{sft_lo:,.0f}, {sft_hi:,.0f}] under SFT ({sft_n:,} keys); {same}. {where}.")
+    out = (f"Rank 1 recalls at most {rl:,.0f} bits [{rl_lo:,.0f}, {rl_hi:,.0f}] under RL ({rl_n:,}-key table) "
+           f"and {sft:,.0f} [{sft_lo:,.0f}, {sft_hi:,.0f}] under SFT ({sft_n:,} keys); {same}. "
+           f"{where[0].upper()}{where[1:]}.")
+    full = table[(table.regime == "rl") & (table.method == "fullft")]
+    if len(full):  # can RL test rank 1's capacity at all? Only if FullFT learns more than rank 1 holds by SFT
+        top = full.loc[full.bits_recalled.idxmax()]
+        if top.bits_recalled_high < sft:
+            out += (f" Under RL FullFT itself recalls at most {top.bits_recalled:,.0f} bits "
+                    f"[{top.bits_recalled_low:,.0f}, {top.bits_recalled_high:,.0f}] ({int(top.n_facts):,} keys), "
+                    "below rank 1's SFT capacity: these "
+                    "RL runs never carried the bits at which rank 1 fell off in SFT, so they cannot show where rank 1 "
+                    "saturates under RL.")
+    return out
 
 
 NAMES = {"rl": "RL", "sft": "SFT"}

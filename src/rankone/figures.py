@@ -276,8 +276,9 @@ def plot_crossover(cross: pd.DataFrame, path: Path) -> None:
         r1_capacity = float(r1.bits_recalled.max()) if len(r1) else None
         top = max(d.table_bits.max(), d.bits_recalled_high.max(skipna=True) if d.bits_recalled_high.notna().any()
                   else 1) * 1.5
+        low = d.table_bits.min() / 2
         for ax, regime in zip(row, regimes):
-            ax.plot([1, top], [1, top], "k:", lw=1, label="the whole table")
+            ax.plot([low, top], [low, top], "k:", lw=1, label="the whole table")
             if r1_capacity:
                 ax.axhline(max(r1_capacity, 1), color="gray", ls="--", lw=1, label="rank 1's SFT capacity")
             for method in method_order(d.method):
