@@ -123,9 +123,9 @@ def local_slurm(command: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(LOCAL_SLURM), command], capture_output=True, text=True, timeout=120)
 
 
-# With RANKONE_SLURM=1 the session (pytest's main process: under pytest-xdist the controller, whose
-# environment its workers inherit) starts SLURM and Snakemake runs in the background. Each run is
-# a folder named in $RANKONE_TEST_RUNS/<name>.path and ends by writing its exit status to
+# The session (pytest's main process: under pytest-xdist the controller, whose environment its
+# workers inherit) starts Snakemake runs, and with RANKONE_SLURM=1 SLURM, in the background. Each
+# run is a folder named in $RANKONE_TEST_RUNS/<name>.path and ends by writing its exit status to
 # <name>.rc, so any worker can wait for it; the SLURM daemons' PIDs are in slurm.json.
 RUNS_ENV = "RANKONE_TEST_RUNS"
 BACKGROUND: dict = {}  # name -> process, in the process that started it (killed at the session's end)
@@ -180,16 +180,35 @@ def finished_study(name: str) -> Path:
     return workdir
 
 
+# The test modules that read the smoke study: a session that runs any of them starts it in the background.
+SMOKE_READERS = ("test_workflow.py", "test_site.py", "test_slurm.py")
+
+
+def wants_smoke(config) -> bool:
+    tests = ROOT / "tests"
+    paths = [(Path(config.invocation_params.dir) / a.split("::")[0]).resolve() for a in config.args]
+    return not paths or any(p == tests or (p.parent == tests and p.name in SMOKE_READERS) for p in paths)
+
+
 def pytest_sessionstart(session):
-    """With RANKONE_SLURM=1 (set by .ci/run), in pytest's main process: start a real single-node
-    SLURM (scripts/local-slurm) and, at once, in the background: one cell of the smoke study
-    through the SLURM profile (SLURM_TARGET; its jobs spend much of their time waiting on SLURM), a
-    failing job through it (BROKEN_RULE), the whole smoke study on this machine's cores and the
-    vLLM smoke study on one. The tests run meanwhile (on pytest-xdist's workers); the fixtures and
-    tests that read those runs wait for them."""
-    if (os.environ.get("RANKONE_SLURM") != "1" or session.config.option.collectonly
-            or os.environ.get("PYTEST_XDIST_WORKER")):
+    """In pytest's main process (under pytest-xdist the controller, before it starts its workers),
+    where the session runs a test that reads the smoke study: start it in the background on this
+    machine's cores, and the vLLM smoke study on one. With RANKONE_SLURM=1 (set by .ci/run) also a
+    real single-node SLURM (scripts/local-slurm) and, through the SLURM profile, one cell of the
+    smoke study (SLURM_TARGET; its jobs spend much of their time waiting on SLURM) and a failing
+    job (BROKEN_RULE). The tests run meanwhile; the fixtures and tests that read those runs wait."""
+    config = session.config
+    if config.option.collectonly or os.environ.get("PYTEST_XDIST_WORKER") or not wants_smoke(config):
         return
+    os.environ[RUNS_ENV] = tempfile.mkdtemp(prefix="rankone-test-runs-")  # the workers inherit it
+    if os.environ.get("RANKONE_SLURM") == "1":
+        start_slurm()
+    start_study("smoke", "--cores", "2")
+    if importlib.util.find_spec("vllm"):
+        start_study("smoke-vllm", "--cores", "1", configs=("config/smoke.yaml", "config/smoke-vllm.yaml"))
+
+
+def start_slurm() -> None:
     missing = [] if os.geteuid() == 0 else ["root"]
     missing += [tool for tool in ("slurmctld", "slurmd", "munged", "sbatch", "scontrol") if not shutil.which(tool)]
     if missing:
@@ -200,7 +219,6 @@ def pytest_sessionstart(session):
     up = local_slurm("start")
     if up.returncode != 0:
         raise pytest.UsageError(f"scripts/local-slurm start failed: {up.stderr}{up.stdout}")
-    os.environ[RUNS_ENV] = tempfile.mkdtemp(prefix="rankone-test-runs-")  # before xdist starts its workers
     pids = {name: int((where / f"{name}.pid").read_text()) for name, where in
             (("slurmctld", SLURM_STATE), ("slurmd", SLURM_STATE), ("munged", Path("/run/munge")))}
     (runs_dir() / "slurm.json").write_text(json.dumps(pids))
@@ -208,9 +226,6 @@ def pytest_sessionstart(session):
     broken = Path(tempfile.mkdtemp(prefix="rankone-slurm-broken-"))  # test_slurm's failing job: mostly waiting
     (broken / "Snakefile").write_text(BROKEN_RULE)
     start_snakemake("slurm-broken", broken, *SLURM_PROFILE)
-    start_study("smoke", "--cores", "2")
-    if importlib.util.find_spec("vllm"):
-        start_study("smoke-vllm", "--cores", "1", configs=("config/smoke.yaml", "config/smoke-vllm.yaml"))
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -221,29 +236,14 @@ def pytest_sessionfinish(session, exitstatus):
     for process in BACKGROUND.values():
         if process.poll() is None:
             process.kill()
+    if not (runs_dir() / "slurm.json").is_file():
+        return
     pids = json.loads((runs_dir() / "slurm.json").read_text())
     stopped = local_slurm("stop")
     left = [f"{name} (pid {pid})" for name, pid in pids.items() if Path(f"/proc/{pid}").exists()]
     if stopped.returncode != 0 or left:
         print(f"\nscripts/local-slurm stop: exit {stopped.returncode} {stopped.stderr}; still running: {left}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-# Tests that must share one worker under pytest-xdist (--dist loadgroup): those of the real
-# checkpoint (converted once), those that start torch.distributed groups through torchrun (one
-# at a time), and those that read the smoke study (run once where RANKONE_SLURM=1 does not
-# start it in the background).
-GROUPS = {"smollm2": "smollm2", "smoke": "smoke", "smoke_vllm": "smoke", "slurm_smoke": "smoke", "site": "smoke"}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        group = next((g for f, g in GROUPS.items() if f in fixtures), None)
-        if group is None and item.module.__name__.rsplit(".", 1)[-1] == "test_fsdp":
-            group = "torchrun"
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
@@ -257,8 +257,8 @@ def slurm_cluster():
 
 @pytest.fixture(scope="session")
 def smoke(tmp_path_factory, slurm_cluster):
-    """The smoke study, run end to end by Snakemake on this machine's cores (with RANKONE_SLURM=1,
-    started with the session; its log in snakemake.log)."""
+    """The smoke study, run end to end by Snakemake on this machine's cores (started with the
+    session where it runs a test that reads it; its log in snakemake.log)."""
     if not started("smoke"):
         workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
         done = snakemake(workdir)
