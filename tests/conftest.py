@@ -77,15 +77,26 @@ def real_config(tmp_path, **overrides) -> dict:
         "rl": {"steps": 2, "prompts_per_step": 2, "group_size": 2, "log_every": 1}, **overrides})
 
 
+def shared_dir(tmp_path_factory, name: str) -> Path:
+    """A folder that every pytest-xdist worker of this session shares (without xdist, the session's own)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+
+
 @pytest.fixture(scope="session")
 def smollm2(tmp_path_factory):
-    """The smollm2-135m preset converted by the models stage, beside reasoning-gym data."""
-    root = tmp_path_factory.mktemp("real")
-    cfg = validate(real_config(root))
-    at = Layout(cfg)
-    data.build(cfg, "rl", at.data("rl"))
-    info = build(cfg, "smollm2-135m", at.data_root, at.model("smollm2-135m"))
-    return cfg, at, info
+    """The smollm2-135m preset converted by the models stage, beside reasoning-gym data: converted
+    once per session, by the first worker that asks (the others wait on the lock, then read it)."""
+    from filelock import FileLock
+
+    root = shared_dir(tmp_path_factory, "real")
+    with FileLock(f"{root}.lock"):
+        cfg = validate(real_config(root))
+        at = Layout(cfg)
+        if not (at.model("smollm2-135m") / "rankone.json").is_file():
+            data.build(cfg, "rl", at.data("rl"))
+            build(cfg, "smollm2-135m", at.data_root, at.model("smollm2-135m"))
+    return cfg, at, json.loads((at.model("smollm2-135m") / "rankone.json").read_text())
 
 
 def venv_env(**extra: str) -> dict:
