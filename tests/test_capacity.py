@@ -6,10 +6,11 @@ import pandas as pd
 import pytest
 
 from rankone import data
-from rankone.capacity import crossover_rows, crossover_sentence, falloff
+from rankone.capacity import crossover_rows, falloff
 from rankone.config import ConfigError, validate
 from rankone.info import bits_recalled, bits_stored
 from rankone.paths import Layout
+from rankone.report import crossover_sentence
 from tests.conftest import smoke_dict
 
 

@@ -63,10 +63,15 @@ def checkpoint_rows(run, evaluated: dict) -> list[dict]:
             for c in evaluated.get("checkpoints", [])]
 
 
+def primary_checkpoints(cfg: StudyConfig, checkpoints: list) -> list:
+    """The checkpoints a run's primary scores read: its late ones (analysis.score: tail) or its final one."""
+    return checkpoints[-1:] if cfg.analysis.score == "final" else checkpoints
+
+
 def primary(cfg: StudyConfig, checkpoints: list[dict]) -> dict:
     """The run's primary scores, `<split>_score` and `<split>_greedy`: the mean over its late
     checkpoints (analysis.score: tail) or its final checkpoint's (final); NaN when it has none."""
-    chosen = checkpoints[-1:] if cfg.analysis.score == "final" else checkpoints
+    chosen = primary_checkpoints(cfg, checkpoints)
     keys = [f"{split}_{name}" for split in ("val", "test") for name in ("score", "greedy")]
     if not chosen:
         return dict.fromkeys(keys, math.nan)
@@ -102,9 +107,9 @@ def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame, p
         scored = checkpoint_rows(run, evaluated)
         row.update(primary(cfg, scored), tail_steps=" ".join(str(c["step"]) for c in scored))
         # On a table of known bits: greedy recall of the whole table, over the same checkpoints as the primary scores.
-        table = [c["table"]["greedy_accuracy"] for c in evaluated.get("checkpoints", []) if "table" in c]
-        row["table_greedy"] = sum(table[-1:] if cfg.analysis.score == "final" else table) / len(table) \
-            if table else math.nan
+        recall = [c["table"]["greedy_accuracy"] for c in evaluated.get("checkpoints", []) if "table" in c]
+        table = primary_checkpoints(cfg, recall)
+        row["table_greedy"] = sum(table) / len(table) if table else math.nan
         checkpoints += scored
         row["info_bound_bits"] = trained.get("info_bound_bits")
         row["format_collapse"] = trained.get("format_collapse", {}).get("flagged")

@@ -49,8 +49,8 @@ def size_table(sub: StudyConfig, at: Layout, n_facts: int, runs: pd.DataFrame, b
         test_greedy_accuracy=("test_greedy_accuracy", "mean"),
     )
     table.insert(2, "n_facts", n_facts)
-    table["dataset_bits"] = read_json(at.data("sft") / "manifest.json")["information_bits"] \
-        if "sft" in sub.regimes else read_json(at.data("rl") / "manifest.json")["information_bits"]
+    # Every regime of a size trains on the same table (the config checks it): its first regime's data.
+    table["dataset_bits"] = read_json(at.data(sub.regimes[0]) / "manifest.json")["information_bits"]
     gaps = verdicts(sub, runs, best)
     gaps = gaps[gaps.metric == "score"] if len(gaps) else gaps
     columns = ["regime", "model", "method", "gap", "ci_low", "ci_high", "margin", "verdict", "reason",
@@ -128,7 +128,7 @@ def crossover_rows(cfg: StudyConfig, sub: StudyConfig, n_facts: int, runs: pd.Da
     Fano) with its interval over seeds, FullFT's plateau test, episodes to 50% and 90% of FullFT's gain, and the
     equivalence verdict on table recall against FullFT (paired by seed, margin analysis.greedy_margin; judged
     only where FullFT reached its plateau)."""
-    params = sub.tasks["sft" if "sft" in sub.regimes else "rl"].typed_params()
+    params = sub.tasks[sub.regimes[0]].typed_params()  # one table in every regime (the config checks it)
     symbols = params.alphabet ** params.digits
     tests = plateau(sub, curves, best, regimes=sub.regimes).set_index(["regime", "model", "method"])
     chosen = runs.merge(best[["regime", "model", "method", "lr", "at_grid_edge"]])
@@ -172,47 +172,6 @@ def crossover_rows(cfg: StudyConfig, sub: StudyConfig, n_facts: int, runs: pd.Da
                            verdict=v["verdict"] if row["fullft_plateau"] else "not judged (FullFT not at a plateau)")
             rows.append(row)
     return rows
-
-
-def rank1_capacity(table: pd.DataFrame, regime: str) -> tuple[float, float, float, int] | None:
-    """Rank 1's most bits recalled at any size in `regime` (mean, interval, that size), or None."""
-    r1 = table[(table.regime == regime) & (table.method == "lora-r1")]
-    if not len(r1):
-        return None
-    top = r1.loc[r1.bits_recalled.idxmax()]
-    return float(top.bits_recalled), float(top.bits_recalled_low), float(top.bits_recalled_high), int(top.n_facts)
-
-
-def crossover_sentence(table: pd.DataFrame) -> str:
-    """Whether rank 1 saturates at the same bits under RL as under SFT, from the runs, whatever the answer."""
-    caps = {g: rank1_capacity(table, g) for g in ("rl", "sft")}
-    if caps["rl"] is None or caps["sft"] is None:
-        return "Rank 1 did not run in both regimes: no crossover to state."
-    (rl, rl_lo, rl_hi, rl_n), (sft, sft_lo, sft_hi, sft_n) = caps["rl"], caps["sft"]
-    falls = {g: sorted(table[(table.regime == g) & (table.method == "lora-r1") & (table.verdict == "worse")].n_facts)
-             for g in ("rl", "sft")}
-    where = "; ".join(f"under {NAMES[g]} it falls off FullFT from {falls[g][0]:,} keys" if falls[g]
-                      else f"under {NAMES[g]} it is not shown worse than FullFT at any judged size" for g in falls)
-    overlap = math.isfinite(rl_lo) and math.isfinite(sft_lo) and rl_lo <= sft_hi and sft_lo <= rl_hi
-    same = ("the intervals overlap, so these runs cannot tell its RL and SFT capacities apart" if overlap else
-            f"the intervals do not overlap: rank 1 saturates at {'fewer' if rl < sft else 'more'} bits under RL "
-            "than under SFT")
-    out = (f"Rank 1 recalls at most {rl:,.0f} bits [{rl_lo:,.0f}, {rl_hi:,.0f}] under RL ({rl_n:,}-key table) "
-           f"and {sft:,.0f} [{sft_lo:,.0f}, {sft_hi:,.0f}] under SFT ({sft_n:,} keys); {same}. "
-           f"{where[0].upper()}{where[1:]}.")
-    full = table[(table.regime == "rl") & (table.method == "fullft")]
-    if len(full):  # can RL test rank 1's capacity at all? Only if FullFT learns more than rank 1 holds by SFT
-        top = full.loc[full.bits_recalled.idxmax()]
-        if top.bits_recalled_high < sft:
-            out += (f" Under RL FullFT itself recalls at most {top.bits_recalled:,.0f} bits "
-                    f"[{top.bits_recalled_low:,.0f}, {top.bits_recalled_high:,.0f}] ({int(top.n_facts):,} keys), "
-                    "below rank 1's SFT capacity: these "
-                    "RL runs never carried the bits at which rank 1 fell off in SFT, so they cannot show where rank 1 "
-                    "saturates under RL.")
-    return out
-
-
-NAMES = {"rl": "RL", "sft": "SFT"}
 
 
 def run(cfg: StudyConfig, at: Layout) -> None:

@@ -58,11 +58,17 @@ def sample_all(engine, prompts: list[str], n: int, batch_prompts: int, greedy: b
             for t in engine.sample(prompts[i : i + batch_prompts], n, greedy).texts]
 
 
+def greedy_accuracy(cfg: StudyConfig, engine, task, rows: list[dict]) -> float:
+    """Share of `rows` whose greedy completion `engine`'s policy gets right."""
+    greedy = sample_all(engine, [r["prompt"] for r in rows], 1, cfg.evaluate.batch_prompts, greedy=True)
+    return sum(task.reward(t, r["answer"]) for t, r in zip(greedy, rows)) / len(rows)
+
+
 def score(cfg: StudyConfig, engine, task, rows: list[dict], seed: int) -> dict:
     """Greedy accuracy, sampled pass@1 and pass@k, mean reward of `engine`'s policy on `rows`."""
     e = cfg.evaluate
     prompts, answers = [r["prompt"] for r in rows], [r["answer"] for r in rows]
-    greedy = sample_all(engine, prompts, 1, e.batch_prompts, greedy=True)
+    accuracy = greedy_accuracy(cfg, engine, task, rows)
     torch.manual_seed(seed)
     n = e.samples_per_prompt
     sampled = sample_all(engine, prompts, n, e.batch_prompts)
@@ -70,7 +76,7 @@ def score(cfg: StudyConfig, engine, task, rows: list[dict], seed: int) -> dict:
     correct = [sum(r > 0 for r in rewards[i * n : (i + 1) * n]) for i in range(len(rows))]
     return {
         "prompts": len(rows),
-        "greedy_accuracy": sum(task.reward(t, a) for t, a in zip(greedy, answers)) / len(rows),
+        "greedy_accuracy": accuracy,
         "pass_at_1": sum(r > 0 for r in rewards) / len(rewards),
         **{f"pass_at_{k}": sum(pass_at_k(n, c, k) for c in correct) / len(rows) for k in range(2, n + 1)},
         "mean_reward": sum(rewards) / len(rewards),
@@ -118,14 +124,6 @@ def checkpoints(cfg: StudyConfig, run: RunId, train_dir: Path, steps_completed: 
     return [*found, (steps_completed, train_dir / "weights")]
 
 
-def table_recall(cfg: StudyConfig, engine, task, rows: list[dict]) -> dict:
-    """Greedy recall of every key of a table the run trained on: what it holds, without the
-    sampling noise of a few probes (which n x (1 - H(a)) would multiply by the table's size)."""
-    greedy = sample_all(engine, [r["prompt"] for r in rows], 1, cfg.evaluate.batch_prompts, greedy=True)
-    correct = sum(task.reward(t, r["answer"]) for t, r in zip(greedy, rows))
-    return {"keys": len(rows), "greedy_accuracy": correct / len(rows)}
-
-
 def score_splits(cfg: StudyConfig, run: RunId, model, tokenizer, engine, task, splits: dict) -> dict:
     """Val and test scores of one set of weights (for SFT also the answers' NLL); on a table of
     known bits also the greedy recall of the whole table (`table`)."""
@@ -137,8 +135,9 @@ def score_splits(cfg: StudyConfig, run: RunId, model, tokenizer, engine, task, s
             nats, tokens = answer_nll_nats(model, tokenizer, rows, dtype=cfg.dtype)
             result[split]["nll"] = nats / tokens
             result[split]["nll_bits_per_token"] = nats / tokens * NATS_TO_BITS
-    if task.stores_table and "train" in splits:
-        result["table"] = table_recall(cfg, engine, task, splits["train"])
+    if task.stores_table and "train" in splits:  # greedy recall of every key, without the probes' sampling
+        rows = splits["train"]                      # noise (which n x (1 - H(a)) multiplies by the table's size)
+        result["table"] = {"keys": len(rows), "greedy_accuracy": greedy_accuracy(cfg, engine, task, rows)}
     return result
 
 

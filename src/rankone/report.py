@@ -40,12 +40,48 @@ def capacity_findings(falloff: pd.DataFrame) -> list[str]:
     return out
 
 
+def rank1_capacity(table: pd.DataFrame, regime: str) -> tuple[float, float, float, int] | None:
+    """Rank 1's most bits recalled at any size in `regime` (mean, interval, that size), or None."""
+    r1 = table[(table.regime == regime) & (table.method == "lora-r1")]
+    if not len(r1):
+        return None
+    top = r1.loc[r1.bits_recalled.idxmax()]
+    return float(top.bits_recalled), float(top.bits_recalled_low), float(top.bits_recalled_high), int(top.n_facts)
+
+
+def crossover_sentence(table: pd.DataFrame) -> str:
+    """Whether rank 1 saturates at the same bits under RL as under SFT, from the runs, whatever the answer."""
+    caps = {g: rank1_capacity(table, g) for g in ("rl", "sft")}
+    if caps["rl"] is None or caps["sft"] is None:
+        return "Rank 1 did not run in both regimes: no crossover to state."
+    (rl, rl_lo, rl_hi, rl_n), (sft, sft_lo, sft_hi, sft_n) = caps["rl"], caps["sft"]
+    falls = {g: sorted(table[(table.regime == g) & (table.method == "lora-r1") & (table.verdict == "worse")].n_facts)
+             for g in ("rl", "sft")}
+    where = "; ".join(f"under {NAMES[g]} it falls off FullFT from {falls[g][0]:,} keys" if falls[g]
+                      else f"under {NAMES[g]} it is not shown worse than FullFT at any judged size" for g in falls)
+    overlap = math.isfinite(rl_lo) and math.isfinite(sft_lo) and rl_lo <= sft_hi and sft_lo <= rl_hi
+    same = ("the intervals overlap, so these runs cannot tell its RL and SFT capacities apart" if overlap else
+            f"the intervals do not overlap: rank 1 saturates at {'fewer' if rl < sft else 'more'} bits under RL "
+            "than under SFT")
+    out = (f"Rank 1 recalls at most {rl:,.0f} bits [{rl_lo:,.0f}, {rl_hi:,.0f}] under RL ({rl_n:,}-key table) "
+           f"and {sft:,.0f} [{sft_lo:,.0f}, {sft_hi:,.0f}] under SFT ({sft_n:,} keys); {same}. "
+           f"{where[0].upper()}{where[1:]}.")
+    full = table[(table.regime == "rl") & (table.method == "fullft")]
+    if len(full):  # can RL test rank 1's capacity at all? Only if FullFT learns more than rank 1 holds by SFT
+        top = full.loc[full.bits_recalled.idxmax()]
+        if top.bits_recalled_high < sft:
+            out += (f" Under RL FullFT itself recalls at most {top.bits_recalled:,.0f} bits "
+                    f"[{top.bits_recalled_low:,.0f}, {top.bits_recalled_high:,.0f}] ({int(top.n_facts):,} keys), "
+                    "below rank 1's SFT capacity: these "
+                    "RL runs never carried the bits at which rank 1 fell off in SFT, so they cannot show where rank 1 "
+                    "saturates under RL.")
+    return out
+
+
 def crossover_part(cfg: StudyConfig, cross: pd.DataFrame) -> list:
     """The RL crossover (capacity.regimes with rl): the sentence, the figure and its table."""
     if "rl" not in cfg.capacity.regimes:
         return []
-    from rankone.capacity import crossover_sentence
-
     lrs = ("each method at the one lr the select stage chose on the study's own runs (the lr pilot), flagged "
            "`lr_from`" if cfg.capacity.learning_rates == "chosen" else "each method at its best lr on val at that size")
     show = ["regime", "model", "n_facts", "method", "lr", "lr_from", "seeds", "episodes", "table_recall",
