@@ -185,6 +185,13 @@ def start_study(name: str, *args: str, configs=("config/smoke.yaml",)) -> None:
     start_snakemake(name, workdir, *args, "--configfile", *configs)
 
 
+def study_copy(study: Path, dest: Path) -> Path:
+    """A private copy of a finished study's folder (the smoke study: about 11 MB), for a test that edits
+    its config, moves outputs, reruns a job or publishes it, while tests on other pytest-xdist workers
+    read the study itself. copy2 keeps every mtime, so Snakemake sees the copy as finished too."""
+    return Path(shutil.copytree(study, dest, symlinks=True))
+
+
 def finished_study(name: str) -> Path:
     code, workdir = finished(name)
     assert code == 0, (workdir / "snakemake.log").read_text()[-4000:]

@@ -23,7 +23,7 @@ from urllib.parse import urljoin, urlparse
 
 import pytest
 
-from tests.conftest import ROOT, venv_env
+from tests.conftest import ROOT, study_copy, venv_env
 
 pytestmark = pytest.mark.slow
 
@@ -35,12 +35,13 @@ ARTIFACTS = Path(os.environ.get("RANKONE_ARTIFACTS", ROOT / "test-artifacts"))
 
 
 @pytest.fixture(scope="module")
-def site(smoke):
-    """The smoke study published, served over HTTP from its reports/ folder."""
+def site(smoke, tmp_path_factory):
+    """The smoke study published (in a copy of its own), served over HTTP from its reports/ folder."""
     if not shutil.which("chromium"):
         if os.environ.get("RANKONE_BROWSER") == "1":
             pytest.fail("RANKONE_BROWSER=1 but chromium is not installed (apt-get install chromium)")
         pytest.skip("no chromium here (apt-get install chromium)")
+    smoke = study_copy(smoke, tmp_path_factory.mktemp("site") / "smoke")
     out = subprocess.run([sys.executable, "-m", "rankone", "publish"], cwd=smoke, capture_output=True, text=True,
                          env=venv_env())
     assert out.returncode == 0, out.stderr[-3000:]

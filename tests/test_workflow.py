@@ -16,9 +16,15 @@ from rankone.analysis import chosen
 from rankone.config import load, tail_steps
 from rankone.io import read_json, read_jsonl
 from rankone.paths import Layout
-from tests.conftest import ROOT, copy_workflow, finished_study, snakemake, started, venv_env
+from tests.conftest import ROOT, copy_workflow, finished_study, snakemake, started, study_copy, venv_env
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def own_smoke(smoke, tmp_path) -> Path:
+    """The finished smoke study, a copy of its own for a test that changes it."""
+    return study_copy(smoke, tmp_path / "smoke")
 
 
 def job_counts(dry_run_output: str) -> dict[str, int]:
@@ -155,19 +161,13 @@ def test_smoke_levers_run_at_plain_rls_episodes_and_are_judged_against_it(smoke)
     assert all(s["train_reward"] <= s["reward"] for s in calibrated)  # the Brier term only takes away
 
 
-def test_turning_on_truncation_in_a_finished_study_runs_it_and_the_report_only(smoke):
+def test_turning_on_truncation_in_a_finished_study_runs_it_and_the_report_only(own_smoke):
     """What `make truncation` after `make study` does: the new stage and the report, nothing else."""
-    at = Layout(load(smoke / "config/smoke.yaml"))
-    made = [smoke / at.analysis / n for n in ("truncation.csv", "truncation_summary.csv", "truncation.json")]
-    made.append(smoke / at.report / "truncation.png")
-    aside = {path: path.with_name(path.name + ".aside") for path in made}
-    for path, moved in aside.items():
-        path.rename(moved)
-    try:
-        out = snakemake(smoke, "-n")
-    finally:
-        for path, moved in aside.items():
-            moved.rename(path)
+    at = Layout(load(own_smoke / "config/smoke.yaml"))
+    for name in ("truncation.csv", "truncation_summary.csv", "truncation.json"):
+        (own_smoke / at.analysis / name).unlink()
+    (own_smoke / at.report / "truncation.png").unlink()
+    out = snakemake(own_smoke, "-n")
     assert out.returncode == 0, out.stderr
     assert job_counts(out.stdout + out.stderr) == {"truncation": 1, "report": 1, "all": 1}
 
@@ -188,22 +188,18 @@ def test_second_run_does_nothing(smoke):
 
 
 def dry_run_with(smoke: Path, edit) -> tuple[dict, dict]:
-    """A dry run after `edit(config dict)` on the smoke config (restored after): (config, job counts)."""
+    """A dry run after `edit(config dict)` on the smoke config of a private copy: (config, job counts)."""
     path = smoke / "config/smoke.yaml"
-    original = path.read_text()
-    cfg = yaml.safe_load(original)
+    cfg = yaml.safe_load(path.read_text())
     edit(cfg)
     path.write_text(yaml.safe_dump(cfg))
-    try:
-        out = snakemake(smoke, "-n")
-    finally:
-        path.write_text(original)
+    out = snakemake(smoke, "-n")
     assert out.returncode == 0, out.stderr
     return cfg, job_counts(out.stdout + out.stderr)
 
 
-def test_changing_one_learning_rate_reruns_only_its_jobs(smoke):
-    cfg, counts = dry_run_with(smoke, lambda c: c["learning_rates"]["rl"].update(fullft=[0.002]))
+def test_changing_one_learning_rate_reruns_only_its_jobs(own_smoke):
+    cfg, counts = dry_run_with(own_smoke, lambda c: c["learning_rates"]["rl"].update(fullft=[0.002]))
     # the new lr's cell trains (one job per model, all seeds); the FullFT-RL evaluation of
     # each model, the FullFT update analysis and truncation, the analysis, the capacity chart
     # (it shows the RL runs), the levers stage (plain RL is its baseline) and the report
@@ -214,11 +210,11 @@ def test_changing_one_learning_rate_reruns_only_its_jobs(smoke):
         "analysis": 1, "capacity": 1, "levers": 1, "report": 1, "all": 1}
 
 
-def test_changing_the_sft_task_rebuilds_the_base_models(smoke):
+def test_changing_the_sft_task_rebuilds_the_base_models(own_smoke):
     """The warm-start reads the SFT task's warm-up table, so its base models depend on tasks.sft."""
-    cfg, counts = dry_run_with(smoke, lambda c: c["tasks"]["sft"]["params"].update(digits=3))
+    cfg, counts = dry_run_with(own_smoke, lambda c: c["tasks"]["sft"]["params"].update(digits=3))
     assert counts["models"] == len(cfg["models"]) and counts["data"] == 1  # the SFT data only
-    assert counts["train"] == len(load(smoke / "config/smoke.yaml").runs()) // len(cfg["seeds"])
+    assert counts["train"] == len(load(own_smoke / "config/smoke.yaml").runs()) // len(cfg["seeds"])
 
 
 def test_a_layered_config_switches_the_rl_task(smoke, tmp_path):
@@ -249,7 +245,8 @@ def test_provenance_names_the_stage_its_config_and_code(smoke):
     assert manifest["stage"] == "data" and manifest["config_sections"] == ["seed", "tasks.sft"]
 
 
-def test_rankone_cli_reruns_a_single_job(smoke, tmp_path):
+def test_rankone_cli_reruns_a_single_job(own_smoke):
+    smoke = own_smoke
     cfg = load(smoke / "config/smoke.yaml")
     run = cfg.runs()[0]
     metrics = smoke / Layout(cfg).train(run) / "metrics.jsonl"

@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from rankone.config import StudyConfig, method_kind, tail_steps, tinylora_size
+from rankone.config import StudyConfig, lora_rank, method_kind, tail_steps, tinylora_size
 from rankone.io import InputError
 from rankone.models import GgufPreset, HubPreset, LocalPreset, Shape, TinyPreset, preset
 from rankone.models.sequences import LOGPROB_CHUNK_TOKENS
@@ -80,32 +80,37 @@ def meta_model(shape: Shape):
 
 
 def counts(cfg: StudyConfig, shape: Shape, method: str | None) -> tuple[int, int]:
-    """(parameters, trainable parameters) of `method` on `shape` (None: no training): LoRA through
-    peft on the meta model; TinyLoRA (whose init takes an SVD of real weights) by its definition,
-    u per tied group."""
+    """(parameters, trainable parameters) of `method` on `shape` (None: no training). LoRA: peft on the
+    meta model at rank 1, times the rank (each adapted (d_in, d_out) linear gets r x (d_in + d_out));
+    TinyLoRA (whose init takes an SVD of real weights) by its definition, u per tied group."""
+    total = _total(shape)
     kind = method_kind(method) if method else None
-    scope = cfg.scope(method) if kind in ("lora", "tinylora") else ""
-    tying = cfg.lora.tinylora_weight_tying if kind == "tinylora" else 0.0
-    return _counts(shape, method if kind != "fullft" else None, scope, cfg.lora.alpha, tying)
+    if kind in (None, "fullft"):
+        return total, total
+    scope = cfg.scope(method)
+    if kind == "tinylora":
+        groups = max(1, round(len(adapted_linears(shape, scope)) * (1 - cfg.lora.tinylora_weight_tying)))
+        return total, tinylora_size(method) * groups
+    return total, lora_rank(method) * _lora_rank1(shape, scope)
 
 
 @functools.lru_cache(maxsize=None)
-def _counts(shape: Shape, method: str | None, scope: str, alpha: float, tying: float) -> tuple[int, int]:
+def _total(shape: Shape) -> int:
+    return sum(p.numel() for p in meta_model(shape).parameters())
+
+
+@functools.lru_cache(maxsize=None)
+def _lora_rank1(shape: Shape, scope: str) -> int:
+    """Trainable parameters of a rank-1 LoRA over `scope` (building a peft model takes about half a second
+    a method; a study plans dozens)."""
+    import torch
+
     from rankone.config import LoraConfig
     from rankone.models.load import make_policy
 
-    model = meta_model(shape)
-    total = sum(p.numel() for p in model.parameters())
-    if method is None:
-        return total, total
-    if method_kind(method) == "tinylora":
-        groups = max(1, round(len(adapted_linears(shape, scope)) * (1 - tying)))
-        return total, tinylora_size(method) * groups
-    import torch
-
     with torch.device("meta"):  # peft's new adapter weights too: shapes only, no init
-        policy = make_policy(model, method, LoraConfig(alpha=alpha), scope)
-    return total, sum(p.numel() for p in policy.parameters() if p.requires_grad)
+        policy = make_policy(meta_model(shape), "lora-r1", LoraConfig(), scope)
+    return sum(p.numel() for p in policy.parameters() if p.requires_grad)
 
 
 def adapted_linears(shape: Shape, scope: str) -> list[tuple[int, int]]:
