@@ -146,9 +146,10 @@ def test_cli_rejects_bad_config_before_work(tmp_path):
 
 def test_capacity_sub_study_is_the_sft_regime_on_a_table_of_that_size():
     cfg = validate(smoke_dict())
-    sub = cfg.capacity_study(32)
+    n = cfg.capacity.n_facts[0]
+    sub = cfg.capacity_study(n)
     assert sub.regimes == ["sft"] and sub.capacity is None
-    assert sub.tasks["sft"].params == {"n_facts": 32, "digits": 2, "n_val": 8, "n_test": 8}
+    assert sub.tasks["sft"].params == {"n_facts": n, "digits": 2, "n_val": 8, "n_test": 8}
     assert (sub.methods, sub.seeds) == (cfg.capacity.methods, cfg.capacity.seeds)
     assert sub.architecture == cfg.architecture and sub.sft == cfg.sft
     assert len(sub.runs()) == len(cfg.models) * len(cfg.capacity.methods) * len(cfg.capacity.seeds)
