@@ -66,6 +66,7 @@ slurm-env: env
 
 publish: env
 	rankone publish
+	rankone findings
 
 # TRL (for the side-by-side RL step) is a benchmark-only extra, pinned in envs/bench.txt.
 benchmark: env
@@ -73,6 +74,8 @@ benchmark: env
 	pytest -n 0 benchmarks --benchmark-only --benchmark-enable  # pytest-benchmark does not time under xdist
 
 lint: env
+	ruff check .
+	lint-imports
 	snakemake --lint
 	snakefmt --check .
 

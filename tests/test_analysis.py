@@ -188,7 +188,8 @@ def test_the_tail_score_is_the_mean_over_the_late_checkpoints_and_final_is_the_l
     final = primary(cfg.model_copy(update={"analysis": cfg.analysis.model_copy(update={"score": "final"})}), rows)
     assert final["val_score"] == pytest.approx(0.9) and final["test_score"] == pytest.approx(1.0)
     sft = checkpoint_rows(RunId.parse("sft/m/fullft/lr0.001/seed0"),
-                          {"checkpoints": [{"step": 3, **{s: {"nll": 2.0, "greedy_accuracy": 0.1} for s in ("val", "test")}}]})
+                          {"checkpoints": [{"step": 3, **{s: {"nll": 2.0, "greedy_accuracy": 0.1}
+                                                          for s in ("val", "test")}}]})
     assert sft[0]["test_score"] == -2.0  # SFT's score is -NLL: higher is better
 
 
@@ -197,8 +198,8 @@ def checkpoint_table(gaps_by_step: dict[int, list[float]]) -> pd.DataFrame:
     for step, gaps in gaps_by_step.items():
         for seed, gap in enumerate(gaps):
             for method, value in (("fullft", 0.5), ("lora-r1", 0.5 + gap)):
-                rows.append({"regime": "rl", "model": "m", "method": method, "lr": 1e-3, "seed": seed, "step": step, "status": "completed",
-                             "val_score": value, "test_score": value, "test_greedy": 0.5})
+                rows.append({"regime": "rl", "model": "m", "method": method, "lr": 1e-3, "seed": seed, "step": step,
+                             "status": "completed", "val_score": value, "test_score": value, "test_greedy": 0.5})
     return pd.DataFrame(rows)
 
 
@@ -224,7 +225,8 @@ def test_a_verdict_that_flips_at_the_last_checkpoint_is_not_stable(study):
     table = stability(verdicts(cfg, wobbles[wobbles.step == 105], best), trajectory(cfg, wobbles, best))
     score = table.set_index("metric").loc["score"]
     assert not score.stable and score.by_step == "parity at 105, inconclusive at 140, parity at 175"
-    assert score.seeds_to_stable == seeds_to_decide(noisy, cfg.analysis.parity_threshold["rl"], cfg.analysis.confidence) > 5
+    margin = cfg.analysis.parity_threshold["rl"]
+    assert score.seeds_to_stable == seeds_to_decide(noisy, margin, cfg.analysis.confidence) > 5
 
     steady = checkpoint_table({105: parity, 140: parity})
     table = stability(verdicts(cfg, steady[steady.step == 140], best), trajectory(cfg, steady, best))

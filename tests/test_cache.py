@@ -34,7 +34,8 @@ def build_models(workdir: Path, cache: Path, experiment: str, models=tuple(MODEL
     # (A file, not --config: Snakemake reads a nested --config value as a string.)
     (workdir / "config" / "warm.yaml").write_text("pretrain:\n  steps: 20\n")
     out = subprocess.run([sys.executable, "-m", "snakemake", *targets, "--cores", "2", "--cache", "data", "models",
-                          "--configfile", "config/smoke.yaml", "config/warm.yaml", "--config", f"experiment={experiment}"],
+                          "--configfile", "config/smoke.yaml", "config/warm.yaml",
+                          "--config", f"experiment={experiment}"],
                          cwd=workdir, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     return out

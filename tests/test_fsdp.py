@@ -61,7 +61,8 @@ def assert_close_to(out: Path, reference: Path) -> None:
                 assert math.isclose(a[key], b[key], rel_tol=1e-4, abs_tol=noise), (a["step"], key, a[key], b[key])
             else:
                 assert a[key] == b[key], (a["step"], key)
-    mine, theirs = load_file(out / "weights" / "model.safetensors"), load_file(reference / "weights" / "model.safetensors")
+    mine = load_file(out / "weights" / "model.safetensors")
+    theirs = load_file(reference / "weights" / "model.safetensors")
     assert mine.keys() == theirs.keys()
     for name in theirs:
         assert (mine[name] - theirs[name]).abs().max() <= 1e-4 * theirs[name].abs().max() + 1e-6, name

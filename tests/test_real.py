@@ -49,7 +49,8 @@ def test_the_gguf_becomes_an_ordinary_checkpoint_with_its_chat_template(smollm2)
     assert len(tokenizer) == 49_152 and tokenizer.chat_template
     ids, mask = encode_prompts(tokenizer, ["Calculate 2 + 3.", "Calculate 10 + 7."])
     text = tokenizer.decode(ids[0][mask[0].bool()])
-    assert text.startswith("<|im_start|>system") and text.endswith("Calculate 2 + 3.<|im_end|>\n<|im_start|>assistant\n")
+    assert text.startswith("<|im_start|>system")
+    assert text.endswith("Calculate 2 + 3.<|im_end|>\n<|im_start|>assistant\n")
     assert (ids[:, -1] == ids[0, -1]).all()  # left-padded: every prompt ends at the assistant's turn
 
 

@@ -52,6 +52,16 @@ def site(smoke, tmp_path_factory):
     server.shutdown()
 
 
+@pytest.fixture(scope="module")
+def committed(site):
+    """The repository's committed site (reports/), served as it is."""
+    handler = functools.partial(QuietHandler, directory=str(ROOT / "reports"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/", ROOT / "reports"
+    server.shutdown()
+
+
 class QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -90,15 +100,13 @@ def visit(browser, url: str, screenshot: str | None = None) -> dict:
     return {"errors": errors, "images": images, "links": links, "boxes": boxes}
 
 
-def test_every_page_loads_its_images_resolves_its_links_and_logs_no_errors(site, browser):
+def check_pages(browser, base: str, root: Path, screenshots: dict | None = None) -> list[str]:
+    """Open the site's index and every study page: images load, links resolve inside the site, no console errors."""
     import urllib.request
 
-    base, root = site
     pages = ["index.html", *(f"{p.parent.name}/index.html" for p in sorted(root.glob("*/index.html")))]
-    assert "smoke/index.html" in pages
     for page in pages:
-        seen = visit(browser, urljoin(base, page), screenshot={"index.html": "index.png",
-                                                               "smoke/index.html": "smoke.png"}.get(page))
+        seen = visit(browser, urljoin(base, page), screenshot=(screenshots or {}).get(page))
         assert not seen["errors"], (page, seen["errors"])
         assert all(w > 0 and h > 0 for _, w, h in seen["images"]), (page, seen["images"])
         for href in seen["links"]:
@@ -106,6 +114,20 @@ def test_every_page_loads_its_images_resolves_its_links_and_logs_no_errors(site,
             assert urlparse(target).netloc == urlparse(base).netloc, f"{page}: {href} leaves the site"
             with urllib.request.urlopen(target.split("#")[0]) as response:  # raises on 404
                 assert response.status == 200, (page, href)
+    return pages
+
+
+def test_every_committed_page_loads_and_the_index_lists_every_study(committed, browser):
+    base, root = committed
+    pages = check_pages(browser, base, root)
+    index = visit(browser, urljoin(base, "index.html"))
+    assert {f"{p.split('/')[0]}/index.html" for p in pages[1:]} <= set(index["links"])
+
+
+def test_every_page_loads_its_images_resolves_its_links_and_logs_no_errors(site, browser):
+    base, root = site
+    pages = check_pages(browser, base, root, {"index.html": "index.png", "smoke/index.html": "smoke.png"})
+    assert "smoke/index.html" in pages
     smoke = visit(browser, urljoin(base, "smoke/index.html"))
     assert len(smoke["images"]) >= 7  # the forest plot and a figure per analysis
     assert any(href.endswith("snakemake-report.zip") for href in smoke["links"])

@@ -50,8 +50,8 @@ def test_same_config_and_seed_give_identical_metrics_and_weights(study, tmp_path
 
 
 def test_different_seeds_differ(study, tmp_path):
-    a = train_once(study, RunId.parse("rl/qwen3-tiny/fullft/lr0.001/seed0"), tmp_path / "a")
-    b = train_once(study, RunId.parse("rl/qwen3-tiny/fullft/lr0.001/seed1"), tmp_path / "b")
+    train_once(study, RunId.parse("rl/qwen3-tiny/fullft/lr0.001/seed0"), tmp_path / "a")
+    train_once(study, RunId.parse("rl/qwen3-tiny/fullft/lr0.001/seed1"), tmp_path / "b")
     assert (tmp_path / "a/metrics.jsonl").read_bytes() != (tmp_path / "b/metrics.jsonl").read_bytes()
 
 

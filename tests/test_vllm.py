@@ -61,8 +61,9 @@ def assert_parity(policy, tokenizer, engine, prompts: list[str], max_new_tokens:
     policy.eval()
     greedy_hf = sample(policy, tokenizer, prompts, 1, 1.0, max_new_tokens, greedy=True)
     assert greedy_vllm.texts == greedy_hf.texts
+    width = greedy_vllm.completion_B_C.shape[1]
     assert torch.equal(greedy_vllm.completion_B_C * greedy_vllm.completion_mask_B_C,
-                       greedy_hf.completion_B_C[:, : greedy_vllm.completion_B_C.shape[1]] * greedy_vllm.completion_mask_B_C)
+                       greedy_hf.completion_B_C[:, :width] * greedy_vllm.completion_mask_B_C)
 
 
 @pytest.mark.parametrize("model_name", ["qwen3-tiny", "llama-tiny"])

@@ -31,7 +31,8 @@ def _scoped(cfg: StudyConfig, args) -> tuple[StudyConfig, Layout]:
     if confirm:
         from rankone.analysis import chosen
 
-        regime = (getattr(args, "run", None) or getattr(args, "method", None) or getattr(args, "regime", "")).split("/")[0]
+        named = getattr(args, "run", None) or getattr(args, "method", None) or getattr(args, "regime", "")
+        regime = named.split("/")[0]
         return cfg.confirm_study(chosen(Layout(cfg)), regime), Layout(cfg).confirm()
     if args.capacity is not None:
         from rankone.analysis import capacity_study
@@ -199,7 +200,7 @@ def cmd_summary(cfg: StudyConfig, args) -> None:
     if not page.is_file():
         raise InputError(f"no report at {page}: the study has not finished (rankone status --config {args.config})")
     print(f"\nReport: {page.resolve()}")
-    for line in report.headline(at):
+    for line in report.headline(at.analysis):
         print(f"- {line.replace('**', '')}")
 
 
@@ -271,11 +272,15 @@ def main(argv: list[str] | None = None) -> int:
     stage("status", cmd_status, "how much of the study's grid is done, started, failed or diverged")
     stage("summary", cmd_summary, "where the report is, and its headline verdicts")
     schema = sub.add_parser("schema", help="print the config JSON schema (YAML)")
+    schema.add_argument("--markdown", action="store_true", help="instead: the config reference (docs/config.md)")
     schema.set_defaults(func=None)
     publish = sub.add_parser("publish", help="the static site under reports/: every study under --results")
     publish.add_argument("--results", default="results", help="folder of the studies' results (default: results)")
     publish.add_argument("--no-snakemake-report", action="store_true", help="skip Snakemake's report zip")
     publish.set_defaults(func=None)
+    findings = sub.add_parser("findings", help="docs/findings.md and the README's findings block, from the "
+                              "published reports under reports/")
+    findings.set_defaults(func=None)
     planner = sub.add_parser("plan", help="per job: parameters, peak GPU memory, FLOPs, GPU-hours and GPUs "
                              "needed, from the model shapes alone; exit 1 when a job cannot fit its resources")
     planner.add_argument("--config", required=True, nargs="+", metavar="YAML",
@@ -295,6 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     if launched():
         follow_launcher()
     setup_logging(quiet=launched() and os.environ.get("RANK", "0") != "0")  # one process of a group logs
+    if args.command == "schema" and args.markdown:
+        from rankone.configdoc import markdown
+
+        sys.stdout.write(markdown(json_schema()))
+        return 0
     if args.command == "schema":
         yaml.safe_dump(json_schema(), sys.stdout, sort_keys=False)
         return 0
@@ -309,6 +319,12 @@ def main(argv: list[str] | None = None) -> int:
 
         index = publish(Path(args.results), snakemake_report=not args.no_snakemake_report)
         print(f"Published: {index.resolve()} (serve it: python -m http.server -d {index.parent})")
+        return 0
+    if args.command == "findings":
+        from rankone.publish import FINDINGS, write_findings
+
+        write_findings()
+        print(f"Written: {FINDINGS} and the README's findings block")
         return 0
     try:
         cfg = load(args.config)

@@ -77,7 +77,8 @@ class PretrainConfig(Strict):
     batch_size: int = Field(128, gt=0, description="Sequences per pretraining step.")
     lr: float = Field(1e-3, gt=0, description="AdamW learning rate of the warm-start (grad norm clipped at 1).")
     corruption: float = Field(
-        0.5, ge=0, lt=1, description="Share of corpus answers replaced by random ones (keeps the base policy imperfect)."
+        0.5, ge=0, lt=1,
+        description="Share of corpus answers replaced by random ones (keeps the base policy imperfect).",
     )
     eval_prompts: int = Field(256, gt=0, description="RL train prompts on which the base pass@1 is recorded.")
     sft_format_share: float = Field(
@@ -125,7 +126,8 @@ class TaskConfig(Strict):
 class RolloutConfig(Strict):
     engine: Literal["hf", "vllm"] = Field(
         "hf",
-        description="Rollout engine: hf (transformers, generate's sampling loop) or vllm (vllm.LLM with live adapters).",
+        description="Rollout engine: hf (transformers, generate's sampling loop) or vllm (vllm.LLM with live "
+        "adapters).",
     )
     n_prompts: int = Field(128, gt=0, description="Prompts per split for the base-policy rollout statistics.")
     samples_per_prompt: int = Field(8, ge=2, description="Samples per prompt for pass@k and zero-variance share.")
@@ -466,7 +468,8 @@ METHOD_FAMILIES = ("fullft", "lora", "tinylora")
 
 class StageResources(Strict):
     gpu: int = Field(0, ge=0, description="GPUs per job (Snakemake resource `gpu`; SLURM --gpus).")
-    mem_mb: int | None = Field(None, gt=0, description="Memory per job in MB (SLURM --mem); unset: the profile's default.")
+    mem_mb: int | None = Field(None, gt=0,
+                               description="Memory per job in MB (SLURM --mem); unset: the profile's default.")
     runtime: int | None = Field(
         None, gt=0, description="Wall-clock limit per job in minutes (SLURM -t); unset: the profile's default."
     )
@@ -588,7 +591,8 @@ class StudyConfig(Grid):
         "judged on the seeds that chose the lr."
     )
     capacity: CapacityConfig | None = Field(
-        None, description="Optional capacity experiment: SFT on facts tables of several sizes (tasks.sft must be facts)."
+        None,
+        description="Optional capacity experiment: SFT on facts tables of several sizes (tasks.sft must be facts).",
     )
     truncation: TruncationConfig | None = Field(
         None, description="Optional truncation experiment: FullFT RL updates cut to rank k and re-evaluated."

@@ -3,8 +3,9 @@
 One job per (regime, model, method) evaluates all its learning rates and seeds, so
 data, tokenizer, base model and rollout engine load once (a process per run cost more
 than the evaluation itself). Sampling goes through the configured rollout engine
-(vLLM where `rollout.engine: vllm`), `evaluate.batch_prompts` prompts per call. Greedy accuracy, sampled pass@1 and mean reward for both regimes (and, on a
-task that states a confidence, the sampled completions' Brier score and calibration error); for SFT also the
+(vLLM where `rollout.engine: vllm`), `evaluate.batch_prompts` prompts per call. Greedy
+accuracy, sampled pass@1 and mean reward for both regimes (and, on a task that states a
+confidence, the sampled completions' Brier score and calibration error); for SFT also the
 negative log-likelihood of the answers (test NLL); for SFT, and for RL on a table of
 known entropy (facts), the final total NLL of the training set and the bits absorbed:
 its drop from the base model to the trained one.

@@ -29,7 +29,8 @@ FIGURES = {
                        "table of known bits, the bits stored (table minus final NLL; drawn at 1 when none).",
     "lr_vs_rank.png": "Best learning rate per LoRA rank (chosen on val); dashed: FullFT's best, dotted: 10x FullFT's.",
     "updates.png": "FullFT updates: share of parameters changed three ways, and per-matrix update rank / full rank.",
-    "capacity.png": "Capacity chart: bits stored by SFT on facts tables of each size (filled: not shown worse than FullFT, "
+    "capacity.png": "Capacity chart: bits stored by SFT on facts tables of each size (filled: not shown worse than "
+    "FullFT, "
                     "open: falls off) and RL information bounds, against trainable parameters; dashed: capacity line.",
     "capacity_falloff.png": "Share of the facts table stored against table size, per method at its best lr; "
                             "open markers: LoRA falls off FullFT (worse under the equivalence rule).",
@@ -174,7 +175,8 @@ def plot_information(info: pd.DataFrame, bits_per_param: float, path: Path) -> N
     fig, ax = plt.subplots(figsize=(7, 5))
     xs = info.trainable_parameters
     grid = [xs.min() / 2, xs.max() * 2]
-    ax.plot(grid, [g * bits_per_param for g in grid], "k--", lw=1, label=f"capacity ≈ {bits_per_param:g} bits/parameter")
+    ax.plot(grid, [g * bits_per_param for g in grid], "k--", lw=1,
+            label=f"capacity ≈ {bits_per_param:g} bits/parameter")
     markers = {m: k for m, k in zip(sorted(info.model.unique()), "os^vD")}
     rl, sft = info[info.regime == "rl"], info[info.regime == "sft"]
     for model, marker in markers.items():

@@ -88,7 +88,8 @@ def read_jsonl(path: str | Path) -> list[dict]:
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg}); the file is corrupt or truncated") from None
+                raise ValueError(
+                    f"{path}:{lineno}: not valid JSON ({err.msg}); the file is corrupt or truncated") from None
     return rows
 
 

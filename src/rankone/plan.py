@@ -242,8 +242,8 @@ def sampler_memory(cfg: StudyConfig, shape: Shape, e: Estimate, sequences: int, 
         e.sampler_weights = e.parameters * 2
         e.sampler_kv = e.sampler - e.sampler_weights
         if e.sampler_kv < kv:
-            e.notes.append(f"{e.stage} {e.model}: vLLM's share ({cfg.rollout.gpu_memory_utilization:g} of the GPU) leaves "
-                           f"{e.sampler_kv / GB:.1f} GB of KV cache for {kv / GB:.1f} GB of sequences: it will "
+            e.notes.append(f"{e.stage} {e.model}: vLLM's share ({cfg.rollout.gpu_memory_utilization:g} of the GPU) "
+                           f"leaves {e.sampler_kv / GB:.1f} GB of KV cache for {kv / GB:.1f} GB of sequences: it will "
                            "sample them in several waves")
     else:
         e.sampler_kv = kv

@@ -85,8 +85,8 @@ def crossover_part(cfg: StudyConfig, cross: pd.DataFrame) -> list:
     lrs = ("each method at the one lr the select stage chose on the study's own runs (the lr pilot), flagged "
            "`lr_from`" if cfg.capacity.learning_rates == "chosen" else "each method at its best lr on val at that size")
     show = ["regime", "model", "n_facts", "method", "lr", "lr_from", "seeds", "episodes", "table_recall",
-            "bits_recalled", "bits_recalled_low", "bits_recalled_high", "bits_stored", "info_bound_bits", "episodes_to_50",
-            "episodes_to_90", "fullft_plateau", "gap", "ci_low", "ci_high", "verdict"]
+            "bits_recalled", "bits_recalled_low", "bits_recalled_high", "bits_stored", "info_bound_bits",
+            "episodes_to_50", "episodes_to_90", "fullft_plateau", "gap", "ci_low", "ci_high", "verdict"]
     return [
         f"**The crossover.** RL and SFT on the same facts tables, {lrs}. Bits recalled = greedy recall of every key "
         "of the table as bits (Fano), the same measure in both regimes; each rank is judged against FullFT on "
@@ -367,7 +367,8 @@ def sft_arm_note(info: pd.DataFrame) -> str:
         full, r1 = g[g.method == "fullft"], g[g.method == "lora-r1"]
         if not len(full):
             continue
-        text = f"{model}: FullFT stored {full.bits_stored.iloc[0]:,.0f} bits ({full.bits_stored.iloc[0] / table_bits:.0%})"
+        stored = full.bits_stored.iloc[0]
+        text = f"{model}: FullFT stored {stored:,.0f} bits ({stored / table_bits:.0%})"
         if len(r1):
             stored = r1.bits_stored.iloc[0]
             text += (f", rank 1 {stored:,.0f} bits (the table is {table_bits / stored:.1f}x that)" if stored > 0
@@ -400,19 +401,19 @@ def seed_words(cfg: StudyConfig) -> str:
     return f"{sweep}; {judged}."
 
 
-def verdict_table(at: Layout) -> pd.DataFrame:
-    """The analysis stage's verdicts (empty when the study has no LoRA-vs-FullFT pair)."""
-    return _read(at.analysis / "verdicts.csv").fillna({"lr_edge": "", "fullft_lr_edge": ""})
+def verdict_table(a: Path) -> pd.DataFrame:
+    """The verdicts in analysis folder `a` (empty when the study has no LoRA-vs-FullFT pair)."""
+    return _read(a / "verdicts.csv").fillna({"lr_edge": "", "fullft_lr_edge": ""})
 
 
-def judged_runs(at: Layout) -> pd.DataFrame:
-    """The runs the verdicts were judged on: a confirmed regime's confirmation runs
-    (confirm_runs.csv, absent in a study without confirmation runs), every other regime's sweep
-    runs at their best lr."""
-    runs = pd.read_csv(at.analysis / "runs.csv")
-    confirmed = at.analysis / "confirm_runs.csv"
+def judged_runs(a: Path) -> pd.DataFrame:
+    """The runs the verdicts in analysis folder `a` were judged on: a confirmed regime's
+    confirmation runs (confirm_runs.csv, absent in a study without confirmation runs), every other
+    regime's sweep runs at their best lr."""
+    runs = pd.read_csv(a / "runs.csv")
+    confirmed = a / "confirm_runs.csv"
     confirm = _read(confirmed) if confirmed.is_file() else pd.DataFrame()
-    best = pd.read_csv(at.analysis / "best_lr.csv")
+    best = pd.read_csv(a / "best_lr.csv")
     keys = ["regime", "model", "method", "lr"]
     sweep = runs.merge(best[keys], on=keys)
     if len(confirm):
@@ -420,9 +421,10 @@ def judged_runs(at: Layout) -> pd.DataFrame:
     return pd.concat([sweep, confirm], ignore_index=True)
 
 
-def headline(at: Layout) -> list[str]:
-    """The report's answer in plain sentences, from the analysis tables."""
-    return findings(verdict_table(at), _read(at.analysis / "plateau.csv"), judged_runs(at))
+def headline(a: Path) -> list[str]:
+    """The report's answer in plain sentences, from the tables in analysis folder `a` (a study's
+    analysis/, or a published report's data/)."""
+    return findings(verdict_table(a), _read(a / "plateau.csv"), judged_runs(a))
 
 
 def tables(at: Layout) -> dict:
@@ -431,14 +433,14 @@ def tables(at: Layout) -> dict:
     return {
         "runs": pd.read_csv(a / "runs.csv"),
         "best": pd.read_csv(a / "best_lr.csv").fillna({"edge": ""}),
-        "verdicts": verdict_table(at),
+        "verdicts": verdict_table(a),
         "plateau": _read(a / "plateau.csv"),
         "info": pd.read_csv(a / "information.csv"),
         "lr_rank": _read(a / "lr_vs_rank.csv"),
         "early": _read(a / "early_curves.csv"),
         "updates": {name: _read(a / f"update_{name}.csv") for name in ("shares", "matrices", "overlap")},
         "layer_table": _read(a / "layers.csv"),
-        "judged": judged_runs(at),
+        "judged": judged_runs(a),
     }
 
 
@@ -482,7 +484,8 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
                          f"val pass@{s['samples_per_prompt']}": s["val"][f"pass_at_{s['samples_per_prompt']}"],
                          "val zero-variance share": s["val"]["zero_variance_share"]})
     show = ["regime", "model", "method", "metric", "lr", "lr_edge", "fullft_lr", "fullft_lr_edge", "gap", "ci_low",
-            "ci_high", "seeds", "margin", "verdict", "reason", "seeds_to_decide", "stable", "by_step", "seeds_to_stable"]
+            "ci_high", "seeds", "margin", "verdict", "reason", "seeds_to_decide", "stable", "by_step",
+            "seeds_to_stable"]
     diverged = runs[runs.status != "completed"][["regime", "model", "method", "lr", "seed", "status"]]
     git = git_state()
     prov = pd.DataFrame([
@@ -491,7 +494,8 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
         {"item": "generated", "value": time.strftime("%Y-%m-%d %H:%M:%S %Z")},
         *({"item": k, "value": v} for k, v in package_versions().items()),
     ])
-    sft_bits = info.sft_dataset_bits.dropna().iloc[0] if "sft_dataset_bits" in info and info.sft_dataset_bits.notna().any() else math.nan
+    has_sft_bits = "sft_dataset_bits" in info and info.sft_dataset_bits.notna().any()
+    sft_bits = info.sft_dataset_bits.dropna().iloc[0] if has_sft_bits else math.nan
     return [
         ("The answer", [
             ("figure", "forest.png"), *findings(verdicts, plateau, judged), ("figure", "trajectory.png"),

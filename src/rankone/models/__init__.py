@@ -124,4 +124,5 @@ SCALING_SHAPES: dict[str, Shape] = {
     "qwen3-32b": Shape(QWEN3, 5120, 25600, 64, 64, 8, 128, 151936, False),
 }
 
-__all__ = ["PRESETS", "SCALING_SHAPES", "Shape", "TinyPreset", "HubPreset", "GgufPreset", "LocalPreset", "preset", "build_tokenizer"]
+__all__ = ["PRESETS", "SCALING_SHAPES", "Shape", "TinyPreset", "HubPreset", "GgufPreset", "LocalPreset", "preset",
+           "build_tokenizer"]

@@ -104,7 +104,8 @@ def convert_gguf(spec: GgufPreset):
 
 
 def from_hub(model_name: str, spec: HubPreset, dtype: str = "float32"):
-    """A hub checkpoint at its pinned revision, in `dtype`; without the network (and not in the cache), a clear error."""
+    """A hub checkpoint at its pinned revision, in `dtype`; without the network (and not in the cache), a clear
+    error."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
@@ -143,7 +144,8 @@ def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: st
         optimizer.step()
         losses.append(loss.item())
         if (step + 1) % max(1, p.steps // 10) == 0 or step + 1 == p.steps:
-            log.info("%s pretrain step %d/%d loss %.4f (%.0f s)", model_name, step + 1, p.steps, loss.item(), time.time() - t0)
+            log.info("%s pretrain step %d/%d loss %.4f (%.0f s)", model_name, step + 1, p.steps, loss.item(),
+                     time.time() - t0)
     model.eval()
     torch.manual_seed(cfg.seed)
     rows = read_split(data_root / "rl", "train")  # never in the warm-up

@@ -29,7 +29,8 @@ def make_engine(name: str, model, tokenizer, temperature: float, max_new_tokens:
     if name == "vllm":
         from rankone.rollouts.vllm import VLLMEngine  # imports vLLM only when asked for
 
-        return VLLMEngine(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes)
+        return VLLMEngine(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options,
+                          processes)
     raise ValueError(f"unknown rollout engine {name!r}; known: {', '.join(ENGINES)}")
 
 

@@ -154,7 +154,8 @@ class VLLMEngine:
             seed=None if greedy else seed + (first + i) * n,
             skip_special_tokens=True,
         ) for i in range(len(prompts))]
-        requests = [{"prompt_token_ids": ids[mask.bool()].tolist()} for ids, mask in zip(prompt_ids_B_L, prompt_mask_B_L)]
+        requests = [{"prompt_token_ids": ids[mask.bool()].tolist()}
+                    for ids, mask in zip(prompt_ids_B_L, prompt_mask_B_L)]
         outputs = self.llm.generate(requests, params, lora_request=self.lora_request, use_tqdm=False)
         rows, logprobs, reasons = [], [], []
         for request in outputs:

@@ -1,12 +1,13 @@
 """Random facts, the SFT task: "qzkf:" -> "4071", a table of keys to random digit strings.
 
 Each value is drawn uniformly, so the table holds exactly n_facts * digits *
-log2(alphabet) bits (10 symbols by default, 2 for binary values) that no rule compresses: a dataset whose information content is known and can be
-set above or below what an adapter of a given size can store. A random table has
-nothing to generalise to, so val and test are disjoint subsets of the trained facts
-(recall probes): the learning rate is chosen on one set of facts, reported on another.
-The warm-up split is another table of as many facts, with none of the train keys: it
-teaches the base model the `key:value` format and nothing of the content.
+log2(alphabet) bits (10 symbols by default, 2 for binary values) that no rule
+compresses: a dataset whose information content is known and can be set above or below
+what an adapter of a given size can store. A random table has nothing to generalise to,
+so val and test are disjoint subsets of the trained facts (recall probes): the learning
+rate is chosen on one set of facts, reported on another. The warm-up split is another
+table of as many facts, with none of the train keys: it teaches the base model the
+`key:value` format and nothing of the content.
 """
 
 from __future__ import annotations

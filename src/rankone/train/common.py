@@ -34,7 +34,8 @@ from pathlib import Path
 import torch
 
 from rankone.config import RunId, StudyConfig, method_kind, tail_steps
-from rankone.io import InputError, atomic_path, log, provenance, read_json, seed_everything, sha256_file, write_json, write_jsonl
+from rankone.io import (InputError, atomic_path, log, provenance, read_json, seed_everything, sha256_file, write_json,
+                        write_jsonl)
 from rankone.models.device import autocast, resolve
 from rankone.models.load import load_base, make_policy, trainable_parameters
 from rankone.paths import SNAPSHOTS, snapshot

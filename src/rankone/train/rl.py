@@ -294,7 +294,8 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             engine.sleep()  # on CUDA, vLLM gives its memory back to the learner until the next sync
             t_sample = time.time() - t0
 
-            task_rewards_B, rewards_B = (torch.cat([getattr(x, k) for x in rounds]) for k in ("task_rewards_B", "rewards_B"))
+            task_rewards_B, rewards_B = (torch.cat([getattr(x, k) for x in rounds])
+                                         for k in ("task_rewards_B", "rewards_B"))
             advantages_P_G, keep_P = (torch.cat([getattr(x, k) for x in rounds]) for k in ("advantages_P_G", "keep_P"))
             group_bits_P = torch.tensor([entropy_bits(g.tolist()) for g in rewards_B.view(-1, G)])
             info_bound_bits += float(group_bits_P.sum() * G)
@@ -317,8 +318,8 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
                         if learns and rl.micro_batch:
                             logprobs_B_C, part = micro_batch_backward(
                                 lambda rows, x=x: learner_logprobs(x, rows), x.samples.sampler_logprobs_B_C,
-                                x.samples.completion_mask_B_C, x.advantages_P_G, x.keep_P, rl.micro_batch, episodes_kept,
-                                rl.truncated_is)
+                                x.samples.completion_mask_B_C, x.advantages_P_G, x.keep_P, rl.micro_batch,
+                                episodes_kept, rl.truncated_is)
                             parts.append(logprobs_B_C)
                             loss = loss + part
                         else:
