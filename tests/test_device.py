@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from rankone import evaluate
 from rankone.config import RunId, validate
 from rankone.models import sequences
-from rankone.models.device import autocast
+from rankone.device import autocast
 from rankone.models.load import load_base, load_tokenizer, make_policy
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
 from rankone.rollouts import make_engine

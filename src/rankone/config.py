@@ -29,6 +29,9 @@ SCOPE_LAYERS = {
     "mlp": ("gate_proj", "up_proj", "down_proj"),
 }
 
+# vLLM's CPU attention kernels support these head sizes only (the config refuses others with engine vllm).
+SUPPORTED_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+
 
 class ConfigError(ValueError):
     """A study config that cannot be run; the message names the field."""
@@ -552,7 +555,7 @@ class StudyConfig(Grid):
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32", description="Compute dtype (bfloat16 for paper-scale models): bfloat16 runs every forward under "
         "autocast and loads weights that do not train in bf16, while FullFT keeps fp32 master weights and fp32 "
-        "optimizer state and LoRA adapters stay fp32 (rankone.models.device)."
+        "optimizer state and LoRA adapters stay fp32 (rankone.device)."
     )
     gradient_checkpointing: bool = Field(
         False, description="Recompute activations in the backward pass (transformers' gradient checkpointing): "
@@ -615,7 +618,7 @@ class StudyConfig(Grid):
     @classmethod
     def _device_present(cls, device: str) -> str:
         if device == "cuda":
-            from rankone.models.device import resolve
+            from rankone.device import resolve
 
             resolve(device)
         return device
@@ -623,7 +626,7 @@ class StudyConfig(Grid):
     @field_validator("local_models")
     @classmethod
     def _local_models_exist(cls, local: dict[str, str]) -> dict[str, str]:
-        from rankone.models import PRESETS
+        from rankone.presets import PRESETS
 
         for name, path in local.items():
             if name in PRESETS:
@@ -635,22 +638,22 @@ class StudyConfig(Grid):
     @field_validator("results_dir", "reports_dir")
     @classmethod
     def _writable(cls, folder: str) -> str:
-        import tempfile
-
+        """Whether the folder (or its nearest existing parent) can take files, without writing one:
+        loading a config, as Snakemake does at every DAG build, leaves nothing behind. Root passes
+        `os.access` everywhere, so a folder without any write bit (/proc) or on a read-only mount
+        is refused too."""
         existing = Path(folder).absolute()
         while not existing.exists():
             existing = existing.parent
-        try:  # a real write: permission bits alone mislead (root, read-only mounts, /proc)
-            fd, probe = tempfile.mkstemp(dir=existing, prefix=".rankone-write-check-")
-            os.close(fd)
-            os.unlink(probe)
-        except OSError:
-            raise ValueError(f"cannot write under {folder!r} ({existing} is not a writable folder)") from None
+        mode = existing.stat().st_mode
+        if not (existing.is_dir() and os.access(existing, os.W_OK) and mode & 0o222
+                and not os.statvfs(existing).f_flag & os.ST_RDONLY):
+            raise ValueError(f"cannot write under {folder!r} ({existing} is not a writable folder)")
         return folder
 
     @model_validator(mode="after")
     def _consistent(self) -> StudyConfig:
-        from rankone.models import PRESETS
+        from rankone.presets import PRESETS
 
         for m in self.models:
             if m not in PRESETS and m not in self.local_models:
@@ -676,12 +679,10 @@ class StudyConfig(Grid):
             if self.rollout.engine == "vllm":
                 raise ValueError(f"methods {tiny}: rollout.engine 'vllm' cannot serve TinyLoRA adapters; use 'hf'")
         # `architecture` shapes the tiny presets only; a real checkpoint brings its own shapes.
-        from rankone.models import TinyPreset, preset
+        from rankone.presets import TinyPreset, preset
 
         builds_tiny = any(isinstance(preset(m, self.local_models), TinyPreset) for m in self.models)
         if self.rollout.engine == "vllm" and builds_tiny:
-            from rankone.rollouts.vllm import SUPPORTED_HEAD_SIZES
-
             if self.architecture.head_dim not in SUPPORTED_HEAD_SIZES:
                 raise ValueError(
                     f"rollout.engine 'vllm' needs a head size in {SUPPORTED_HEAD_SIZES}; architecture gives "

@@ -22,7 +22,7 @@ from rankone.config import RunId, StudyConfig, lora_rank, tail_steps
 from rankone.info import NATS_TO_BITS
 from rankone.data import read_split
 from rankone.io import InputError, log, provenance, read_json, seed_everything, write_jsonl
-from rankone.models.device import autocast, resolve
+from rankone.device import autocast, resolve
 from rankone.models.load import load_base, load_policy
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
 from rankone.paths import snapshot

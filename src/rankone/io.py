@@ -200,7 +200,7 @@ def device_name(device: str) -> str:
     """The device config `device` resolves to here, with the GPU's name (cuda: NVIDIA H200)."""
     import torch
 
-    from rankone.models.device import resolve
+    from rankone.device import resolve
 
     where = resolve(device)
     return f"cuda: {torch.cuda.get_device_name(where)}" if where.type == "cuda" else where.type

@@ -74,7 +74,7 @@ def efficiency(cfg: StudyConfig, study: StudyConfig, at: Layout, runs: pd.DataFr
 def pass_at_k(cfg: StudyConfig, at: Layout, where: Layout, runs: pd.DataFrame) -> pd.DataFrame:
     """Test pass@k, k = 1 .. group_size, of every run in `runs` (trained under `where`)."""
     from rankone.evaluate import score, scoring_engine
-    from rankone.models.device import resolve
+    from rankone.device import resolve
     from rankone.models.load import load_policy
 
     G = cfg.rl.group_size

@@ -20,6 +20,7 @@ from rankone.figures import (FIGURES, SCORE_LABELS, by_method, method_order, plo
                              plot_curves, plot_forest, plot_information, plot_levers, plot_levers_calibration,
                              plot_levers_pass_at_k, plot_lr_sweep, plot_lr_vs_rank, plot_rl_bits, plot_truncation,
                              plot_updates)
+from rankone import render
 from rankone.io import atomic_path, git_state, package_versions, read_json
 from rankone.paths import Layout
 
@@ -588,23 +589,15 @@ def to_markdown(cfg: StudyConfig, sections) -> str:
 
 
 def to_html(cfg: StudyConfig, sections) -> str:
+    """report.html: self-contained (figures inlined), with the published pages' renderer and style."""
     import base64
+
+    def inline(name: str) -> str:
+        data = base64.b64encode((Path(cfg.reports_dir) / cfg.experiment / name).read_bytes()).decode()
+        return f"data:image/png;base64,{data}"
 
     body = [f"<h1>rankone report: {html.escape(cfg.experiment)}</h1>"]
     for heading, blocks in sections:
         body.append(f"<h2>{html.escape(heading)}</h2>")
-        for b in blocks:
-            if isinstance(b, pd.DataFrame):
-                body.append(b.to_html(index=False, border=0, classes="t"))
-            elif isinstance(b, tuple):
-                data = base64.b64encode((Path(cfg.reports_dir) / cfg.experiment / b[1]).read_bytes()).decode()
-                body.append(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(FIGURES[b[1]])}">'
-                            f"<figcaption>{html.escape(FIGURES[b[1]])}</figcaption></figure>")
-            else:
-                text = html.escape(b).replace("**", "")
-                body.append(f"<p>{text}</p>")
-    style = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
-             "table.t{border-collapse:collapse;font-size:13px}table.t td,table.t th{padding:3px 8px;"
-             "border-bottom:1px solid #ddd;text-align:right}img{max-width:100%}figcaption{color:#555}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>rankone: {html.escape(cfg.experiment)}"
-            f"</title><style>{style}</style></head><body>{''.join(body)}</body></html>\n")
+        body += [render.block(b, inline) for b in blocks]
+    return render.page(f"rankone: {cfg.experiment}", "".join(body))

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
-COMMON = ("__init__.py", "__main__.py", "cli.py", "config.py", "gpus.py", "io.py", "launcher.py", "paths.py",
-          "stages.py", "tasks")
+COMMON = ("__init__.py", "__main__.py", "cli.py", "config.py", "device.py", "gpus.py", "io.py", "launcher.py",
+          "paths.py", "presets.py", "stages.py", "tasks")
 
 
 @dataclass(frozen=True)

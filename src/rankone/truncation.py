@@ -89,7 +89,7 @@ def fullft_rl_runs(cfg: StudyConfig) -> list[RunId]:
 def score_runs(cfg: StudyConfig, at: Layout, model_name: str, runs: list[RunId], ranks: list[int] | None) -> list[dict]:
     """Score the base and every truncation of each run's update on test."""
     from rankone.evaluate import score, scoring_engine
-    from rankone.models.device import resolve
+    from rankone.device import resolve
     from rankone.models.load import load_base
 
     model, tokenizer = load_base(at.model(model_name), cfg.dtype, resolve(cfg.device))

@@ -15,7 +15,19 @@ from pathlib import Path
 from rankone.models.sequences import Samples
 from rankone.rollouts.hf import HFEngine
 
-ENGINES = ("hf", "vllm")
+def _hf(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes):
+    return HFEngine(model, tokenizer, temperature, max_new_tokens, dtype)
+
+
+def _vllm(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes):
+    from rankone.rollouts.vllm import VLLMEngine  # imports vLLM only when asked for
+
+    return VLLMEngine(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes)
+
+
+# The registry, as for tasks (rankone.tasks.TASKS) and models (rankone.presets.PRESETS): a new engine
+# is one module and one line here (and its name in the config's `rollout.engine`).
+ENGINES = {"hf": _hf, "vllm": _vllm}
 
 
 def make_engine(name: str, model, tokenizer, temperature: float, max_new_tokens: int,
@@ -24,14 +36,10 @@ def make_engine(name: str, model, tokenizer, temperature: float, max_new_tokens:
     """An engine sampling from `model` in `dtype` (vLLM also needs the base model folder and LoRA rank;
     `options`, the config's `rollout` section, sets its memory share and eager mode; `processes` > 1:
     one vLLM engine in each process of an FSDP group)."""
-    if name == "hf":
-        return HFEngine(model, tokenizer, temperature, max_new_tokens, dtype)
-    if name == "vllm":
-        from rankone.rollouts.vllm import VLLMEngine  # imports vLLM only when asked for
-
-        return VLLMEngine(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options,
-                          processes)
-    raise ValueError(f"unknown rollout engine {name!r}; known: {', '.join(ENGINES)}")
+    if name not in ENGINES:
+        raise ValueError(f"unknown rollout engine {name!r}; known: {', '.join(ENGINES)}")
+    return ENGINES[name](model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options,
+                         processes)
 
 
 __all__ = ["ENGINES", "HFEngine", "Samples", "make_engine"]

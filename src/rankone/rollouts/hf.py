@@ -3,7 +3,7 @@ module being trained."""
 
 from __future__ import annotations
 
-from rankone.models.device import autocast
+from rankone.device import autocast
 from rankone.models.sequences import Samples, sample
 
 

@@ -15,7 +15,7 @@ import torch
 from rankone.config import StudyConfig
 from rankone.data import read_split
 from rankone.io import atomic_path, log, provenance, seed_everything, write_json
-from rankone.models.device import resolve
+from rankone.device import resolve
 from rankone.models.load import load_base
 from rankone.rollouts import make_engine
 from rankone.tasks.confidence import calibration

@@ -50,8 +50,6 @@ import torch
 
 from rankone.models.sequences import Samples, completion_mask, decode_completions, encode_prompts
 
-# vLLM's CPU attention kernels support these head sizes only.
-SUPPORTED_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed max_lora_rank values
 
 

@@ -36,7 +36,7 @@ import torch
 from rankone.config import RunId, StudyConfig, method_kind, tail_steps
 from rankone.io import (InputError, atomic_path, log, provenance, read_json, seed_everything, sha256_file, write_json,
                         write_jsonl)
-from rankone.models.device import autocast, resolve
+from rankone.device import autocast, resolve
 from rankone.models.load import load_base, make_policy, trainable_parameters
 from rankone.paths import SNAPSHOTS, snapshot
 from rankone.train.distributed import Group
@@ -211,7 +211,7 @@ class Run:
             self.group.save_pretrained(self.policy, tmp)
 
     def compute(self):
-        """The precision every forward of the policy runs in (rankone.models.device.autocast)."""
+        """The precision every forward of the policy runs in (rankone.device.autocast)."""
         return autocast(self.device, self.cfg.dtype)
 
     def step_optimizer(self) -> float:
