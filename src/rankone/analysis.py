@@ -34,7 +34,7 @@ import pandas as pd
 
 from rankone.config import StudyConfig, lora_rank, method_kind
 from rankone.info import bits_recalled, bits_stored
-from rankone.io import atomic_path, read_json, read_jsonl, write_json
+from rankone.io import atomic_path, read_json, read_jsonl, read_table, write_json
 from rankone.paths import Layout
 
 SCORE = {"rl": ("mean_reward", 1.0), "sft": ("nll", -1.0)}  # metric, sign (higher score is better)
@@ -429,7 +429,7 @@ def read_best(at: Layout) -> pd.DataFrame:
     path = at.analysis / "best_lr.csv"
     if not path.is_file():
         raise IncompleteRunError(f"missing {path}: run the select stage first (rankone select)")
-    return pd.read_csv(path, keep_default_na=False)
+    return read_table(path)
 
 
 def chosen(at: Layout, best: pd.DataFrame | None = None) -> dict[tuple[str, str, str], float]:

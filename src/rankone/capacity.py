@@ -28,7 +28,7 @@ import pandas as pd
 from rankone.analysis import best_learning_rates, capacity_study, collect, compare, interval, plateau, verdicts
 from rankone.config import StudyConfig, lora_rank
 from rankone.info import bits_recalled, bits_stored
-from rankone.io import atomic_path, read_json
+from rankone.io import atomic_path, read_json, read_table
 from rankone.paths import Layout
 
 def size_runs(sub: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -96,7 +96,7 @@ def chart_points(cfg: StudyConfig, table: pd.DataFrame, at: Layout) -> pd.DataFr
     columns = ["regime", "model", "method", "n_facts", "trainable_parameters", "bits", "kind"]
     frames = [sft[columns]]
     if "rl" in cfg.regimes:
-        info = pd.read_csv(at.analysis / "information.csv")
+        info = read_table(at.analysis / "information.csv")
         rl = info[info.regime == "rl"].assign(n_facts=math.nan, bits=lambda d: d.info_bound_bits,
                                               kind="RL information bound (episodes x reward entropy)")
         frames.append(rl[columns])

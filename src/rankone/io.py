@@ -208,3 +208,23 @@ def device_name(device: str) -> str:
 
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+# Text columns of the analysis tables that are empty when they do not apply (an lr inside its grid
+# has no edge): read as "" even when a whole column is empty.
+TEXT_COLUMNS = frozenset({"edge", "lr_edge", "fullft_lr_edge", "plain_lr_edge", "reason", "by_step"})
+
+
+def read_table(path: str | Path):
+    """An analysis table (CSV), read one way by every stage: missing text is "", missing numbers are
+    NaN, and a file with no rows is an empty table."""
+    import pandas as pd
+
+    try:
+        table = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+    for column in table.columns:
+        if column in TEXT_COLUMNS or table[column].dtype == object:
+            table[column] = table[column].astype(object).where(table[column].notna(), "")
+    return table

@@ -34,7 +34,7 @@ import pandas as pd
 from rankone.analysis import best_learning_rates, collect, compare
 from rankone.config import RunId, StudyConfig
 from rankone.data import read_split
-from rankone.io import atomic_path, log, read_jsonl, seed_everything
+from rankone.io import atomic_path, log, read_jsonl, read_table, seed_everything
 from rankone.paths import Layout
 
 KEYS = ["model", "method"]
@@ -157,8 +157,8 @@ def summarize_efficiency(runs: pd.DataFrame, side: str) -> pd.DataFrame:
 
 def run(cfg: StudyConfig, at: Layout) -> None:
     lv = cfg.levers
-    plain_all = pd.read_csv(at.analysis / "runs.csv")
-    plain_best = pd.read_csv(at.analysis / "best_lr.csv", keep_default_na=False)
+    plain_all = read_table(at.analysis / "runs.csv")
+    plain_best = read_table(at.analysis / "best_lr.csv")
     plain_best = plain_best[plain_best.regime == "rl"]
     plain = chosen(plain_all, plain_best)
     plain = plain[plain.method.isin(lv.methods) & plain.seed.isin(lv.seeds)]

@@ -32,7 +32,7 @@ import pandas as pd
 from rankone import render, report, status
 from rankone.config import StudyConfig, load
 from rankone.figures import FIGURES
-from rankone.io import atomic_path, log
+from rankone.io import atomic_path, log, read_table
 from rankone.paths import Layout
 
 ZIP = "snakemake-report.zip"
@@ -249,10 +249,10 @@ def rank1_verdicts(reports_root: Path, entries: list[dict]) -> pd.DataFrame:
     rows = []
     for e in entries:
         data = Path(reports_root) / e["experiment"] / "data"
-        parts = [("study", report._read(data / "verdicts.csv"))] if (data / "verdicts.csv").is_file() else []
+        parts = [("study", read_table(data / "verdicts.csv"))] if (data / "verdicts.csv").is_file() else []
         sub = next((data / n for n in ("crossover.csv", "capacity.csv") if (data / n).is_file()), None)
         if sub is not None:
-            table = report._read(sub)
+            table = read_table(sub)
             parts += [(f"{n:,} keys", g.assign(metric="score")) for n, g in table.groupby("n_facts")]
         for part, v in parts:
             score = v[(v.metric == "score") & v["rank"].notna()] if len(v) else v
@@ -346,12 +346,12 @@ def study_findings(data: Path) -> list[str]:
     if (data / "verdicts.csv").is_file() and (data / "runs.csv").is_file():
         lines += report.headline(data)
     elif (data / "verdicts.csv").is_file():  # runs.csv left out for size: no collapse notes
-        lines += report.findings(report.verdict_table(data), report._read(data / "plateau.csv"))
+        lines += report.findings(report.verdict_table(data), read_table(data / "plateau.csv"))
     if (data / "capacity_falloff.csv").is_file():
-        lines += report.capacity_findings(pd.read_csv(data / "capacity_falloff.csv"))
+        lines += report.capacity_findings(read_table(data / "capacity_falloff.csv"))
     if (data / "crossover.csv").is_file():
-        lines.append(report.crossover_sentence(pd.read_csv(data / "crossover.csv")))
-    if (data / "layers.csv").is_file() and len(layers := report._read(data / "layers.csv")):
+        lines.append(report.crossover_sentence(read_table(data / "crossover.csv")))
+    if (data / "layers.csv").is_file() and len(layers := read_table(data / "layers.csv")):
         lines += report.layer_findings(layers)
     return lines
 

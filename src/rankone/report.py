@@ -21,7 +21,7 @@ from rankone.figures import (FIGURES, SCORE_LABELS, by_method, method_order, plo
                              plot_levers_pass_at_k, plot_lr_sweep, plot_lr_vs_rank, plot_rl_bits, plot_truncation,
                              plot_updates)
 from rankone import render
-from rankone.io import atomic_path, git_state, package_versions, read_json
+from rankone.io import atomic_path, git_state, package_versions, read_json, read_table
 from rankone.paths import Layout
 
 NAMES = {"rl": "RL", "sft": "SFT"}
@@ -103,7 +103,7 @@ def capacity_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, li
     """The capacity experiment's section and figures (none without a capacity section)."""
     if cfg.capacity is None:
         return []
-    table, falloff, chart, cross = (pd.read_csv(a / f"{n}.csv") for n in
+    table, falloff, chart, cross = (read_table(a / f"{n}.csv") for n in
                                     ("capacity", "capacity_falloff", "capacity_chart", "crossover"))
     sft = table[table.regime == "sft"]
     plot_capacity(chart, sft, cfg.analysis.bits_per_param, out / "capacity.png")
@@ -167,7 +167,7 @@ def truncation_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, 
     """The truncation experiment's section and figure (none without a truncation section)."""
     if cfg.truncation is None:
         return []
-    table, summary = pd.read_csv(a / "truncation.csv"), pd.read_csv(a / "truncation_summary.csv")
+    table, summary = read_table(a / "truncation.csv"), read_table(a / "truncation_summary.csv")
     plot_truncation(summary, out / "truncation.png")
     per_lr = table[~table.full].groupby(["model", "lr", "k"], as_index=False)[
         ["kept_mean_reward", "kept_greedy_accuracy", "energy_kept"]].mean()
@@ -210,13 +210,13 @@ def levers_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, list
     """The levers experiment's section and figures (none without a levers section)."""
     if cfg.levers is None:
         return []
-    table = pd.read_csv(a / "levers.csv").fillna({"lr_edge": "", "plain_lr_edge": ""})
-    eff, passes = pd.read_csv(a / "levers_efficiency.csv"), pd.read_csv(a / "levers_pass_at_k.csv")
+    table = read_table(a / "levers.csv")
+    eff, passes = read_table(a / "levers_efficiency.csv"), read_table(a / "levers_pass_at_k.csv")
     plot_levers(table, out / "levers.png")
     plot_levers_pass_at_k(passes, out / "levers_pass_at_k.png")
     calibration = []
     if cfg.tasks["rl"].confidence:
-        plot_levers_calibration(pd.read_csv(a / "levers_calibration.csv"), cfg.rl.format_collapse_window,
+        plot_levers_calibration(read_table(a / "levers_calibration.csv"), cfg.rl.format_collapse_window,
                                 out / "levers_calibration.png")
         calibration = [
             "The RL task states a confidence after each answer (`answer:d`, p = d/9); the base model was warm-started "
@@ -404,17 +404,17 @@ def seed_words(cfg: StudyConfig) -> str:
 
 def verdict_table(a: Path) -> pd.DataFrame:
     """The verdicts in analysis folder `a` (empty when the study has no LoRA-vs-FullFT pair)."""
-    return _read(a / "verdicts.csv").fillna({"lr_edge": "", "fullft_lr_edge": ""})
+    return read_table(a / "verdicts.csv")
 
 
 def judged_runs(a: Path) -> pd.DataFrame:
     """The runs the verdicts in analysis folder `a` were judged on: a confirmed regime's
     confirmation runs (confirm_runs.csv, absent in a study without confirmation runs), every other
     regime's sweep runs at their best lr."""
-    runs = pd.read_csv(a / "runs.csv")
+    runs = read_table(a / "runs.csv")
     confirmed = a / "confirm_runs.csv"
-    confirm = _read(confirmed) if confirmed.is_file() else pd.DataFrame()
-    best = pd.read_csv(a / "best_lr.csv")
+    confirm = read_table(confirmed) if confirmed.is_file() else pd.DataFrame()
+    best = read_table(a / "best_lr.csv")
     keys = ["regime", "model", "method", "lr"]
     sweep = runs.merge(best[keys], on=keys)
     if len(confirm):
@@ -425,22 +425,22 @@ def judged_runs(a: Path) -> pd.DataFrame:
 def headline(a: Path) -> list[str]:
     """The report's answer in plain sentences, from the tables in analysis folder `a` (a study's
     analysis/, or a published report's data/)."""
-    return findings(verdict_table(a), _read(a / "plateau.csv"), judged_runs(a))
+    return findings(verdict_table(a), read_table(a / "plateau.csv"), judged_runs(a))
 
 
 def tables(at: Layout) -> dict:
     """The analysis tables the report reads, by name (build_sections' arguments)."""
     a = at.analysis
     return {
-        "runs": pd.read_csv(a / "runs.csv"),
-        "best": pd.read_csv(a / "best_lr.csv").fillna({"edge": ""}),
+        "runs": read_table(a / "runs.csv"),
+        "best": read_table(a / "best_lr.csv"),
         "verdicts": verdict_table(a),
-        "plateau": _read(a / "plateau.csv"),
-        "info": pd.read_csv(a / "information.csv"),
-        "lr_rank": _read(a / "lr_vs_rank.csv"),
-        "early": _read(a / "early_curves.csv"),
-        "updates": {name: _read(a / f"update_{name}.csv") for name in ("shares", "matrices", "overlap")},
-        "layer_table": _read(a / "layers.csv"),
+        "plateau": read_table(a / "plateau.csv"),
+        "info": read_table(a / "information.csv"),
+        "lr_rank": read_table(a / "lr_vs_rank.csv"),
+        "early": read_table(a / "early_curves.csv"),
+        "updates": {name: read_table(a / f"update_{name}.csv") for name in ("shares", "matrices", "overlap")},
+        "layer_table": read_table(a / "layers.csv"),
         "judged": judged_runs(a),
     }
 
@@ -453,10 +453,10 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     out = at.report
     out.mkdir(parents=True, exist_ok=True)
     keys = ["regime", "model", "method", "lr"]
-    curves = pd.read_csv(at.analysis / "curves.csv")
+    curves = read_table(at.analysis / "curves.csv")
     best, runs, updates = t["best"], t["runs"], t["updates"]
     plot_forest(t["verdicts"], out / "forest.png")
-    plot_trajectory(_read(at.analysis / "trajectory.csv"), out / "trajectory.png")
+    plot_trajectory(read_table(at.analysis / "trajectory.csv"), out / "trajectory.png")
     plot_curves(curves, best[keys], "rl", "mean reward per step", out / "rl_curves.png")
     plot_curves(curves, best[keys], "sft", "training loss (nats/token)", out / "sft_curves.png")
     plot_lr_sweep(runs, out / "lr_sweep.png")
@@ -555,14 +555,6 @@ def _round(table: pd.DataFrame) -> pd.DataFrame:
     learning rates as written in the config."""
     rates = [c for c in table.columns if c == "lr" or c.endswith("_lr")]
     return table.round(3).assign(**{c: table[c].map(lambda v: f"{v:g}") for c in rates})
-
-
-def _read(path: Path) -> pd.DataFrame:
-    """A CSV that may hold no rows (e.g. a study without FullFT runs)."""
-    try:
-        return pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
 
 
 def _matrix_summary(matrices: pd.DataFrame) -> pd.DataFrame:

@@ -29,7 +29,7 @@ import torch
 from rankone.analysis import interval
 from rankone.config import RunId, StudyConfig
 from rankone.data import read_split
-from rankone.io import atomic_path, log, provenance, seed_everything, write_json
+from rankone.io import atomic_path, log, provenance, read_table, seed_everything, write_json
 from rankone.paths import Layout
 from rankone.updates import load_tensors
 
@@ -160,7 +160,7 @@ def summary(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
 
 def run(cfg: StudyConfig, at: Layout) -> None:
     started = time.time()
-    best = pd.read_csv(at.analysis / "best_lr.csv")
+    best = read_table(at.analysis / "best_lr.csv")
     rows = []
     for model in cfg.models:
         runs = [r for r in fullft_rl_runs(cfg) if r.model == model]

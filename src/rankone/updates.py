@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from rankone.config import RunId, StudyConfig
-from rankone.io import atomic_path
+from rankone.io import atomic_path, read_table
 from rankone.paths import Layout
 
 ATOL = 1e-5
@@ -85,7 +85,7 @@ def fullft_runs(cfg: StudyConfig, best: pd.DataFrame) -> list[RunId]:
 
 
 def run(cfg: StudyConfig, at: Layout) -> None:
-    best = pd.read_csv(at.analysis / "best_lr.csv")
+    best = read_table(at.analysis / "best_lr.csv")
     shares, matrices, masks = [], [], {}
     bases: dict[str, dict[str, torch.Tensor]] = {}
     for r in fullft_runs(cfg, best):
