@@ -2,13 +2,15 @@
 # make test  : set up .venv (if missing) and run the test suite
 # make slurm-env: add the SLURM executor plugin (envs/slurm.txt) for workflow/profiles/slurm
 # make publish: the static site under reports/ from every study under results/ (see README)
+# make image: the CPU image (build/image/rankone-cpu) from Debian and the lock; make study-in-image runs the study in it
 # make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / crossover / real : experiments layered over the default study
 VENV := .venv
+IMAGE := build/image/rankone-cpu
 PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: gpu-vendor slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover real test benchmark lint env
+.PHONY: image study-in-image gpu-vendor slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -59,6 +61,18 @@ crossover: env
 
 test: env
 	pytest
+
+# The CPU image: Debian bookworm (debootstrap) and the lock's wheels, no registry (scripts/build-image;
+# as root). For a cluster: apptainer build $(IMAGE).sif $(IMAGE)/ (the config's `container`).
+image: env
+	scripts/build-image $(IMAGE)
+
+# The workflow inside the image (charliecloud's ch-run), the repository bound in, results written to it.
+# SNAKEMAKE_ARGS="--configfile config/smoke.yaml" for another study.
+study-in-image:
+	test -x $(IMAGE)/opt/rankone/bin/python || { echo "no image at $(IMAGE): make image first" >&2; exit 2; }
+	USER=$${USER:-$$(id -un)} ch-run -b $(CURDIR):/work -c /work $(IMAGE) -- \
+		env PYTHONPATH=src PATH=/opt/rankone/bin:/usr/bin:/bin snakemake --cores all $(SNAKEMAKE_ARGS)
 
 # Only where SLURM is used: see envs/slurm.txt for why it is not in the lock.
 slurm-env: env

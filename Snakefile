@@ -13,11 +13,13 @@ configfile: "config/default.yaml"
 validate(config, "workflow/schemas/config.schema.yaml", set_default=False)
 
 
-# The CPU image built from envs/Containerfile (used with --sdm apptainer).
-container: "docker://ghcr.io/rankone/rankone-cpu:0.1.0"
-
-
 include: "workflow/rules/common.smk"
+
+
+# The image of every job under --sdm apptainer: config `container` (make image builds it).
+container: STUDY.container
+
+
 include: "workflow/rules/data.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/rollouts.smk"

@@ -253,7 +253,9 @@ def test_the_answer_names_a_judged_run_that_collapsed():
 def test_one_reader_for_every_analysis_table(tmp_path):
     from rankone.io import read_table
 
-    (tmp_path / "best_lr.csv").write_text("regime,model,method,lr,edge,gap\nrl,m,fullft,0.001,,\nrl,m,lora-r1,0.01,,0.5\n")
+    (tmp_path / "best_lr.csv").write_text(
+        "regime,model,method,lr,edge,gap\nrl,m,fullft,0.001,,\nrl,m,lora-r1,0.01,,0.5\n"
+    )
     best = read_table(tmp_path / "best_lr.csv")
     assert best.edge.tolist() == ["", ""]  # an empty text column stays text
     assert best.lr.dtype == float and pd.isna(best.gap.iloc[0]) and best.gap.iloc[1] == 0.5

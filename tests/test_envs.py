@@ -67,13 +67,6 @@ def test_pyproject_agrees_with_the_lock():
         assert base(LOCK[name]) == version, f"pyproject: {name}=={version}, lock has {LOCK[name]}"
 
 
-def test_container_installs_the_lock_on_the_same_python():
-    text = (ENVS / "Containerfile").read_text()
-    assert "python:3.11.7-" in text
-    assert "-r envs/cpu.lock.txt" in text and "--no-deps" in text
-    assert 'container: "docker://' in (ROOT / "Snakefile").read_text()
-
-
 def test_every_rule_names_a_conda_env_that_exists():
     for rules in sorted((ROOT / "workflow/rules").glob("*.smk")):
         text = rules.read_text()

@@ -130,7 +130,9 @@ def test_every_page_loads_its_images_resolves_its_links_and_logs_no_errors(site,
     assert "smoke/index.html" in pages
     smoke = visit(browser, urljoin(base, "smoke/index.html"))
     assert len(smoke["images"]) >= 7  # the forest plot and a figure per analysis
-    assert any(href.endswith("snakemake-report.zip") for href in smoke["links"])
+    # Snakemake's report stays beside the results (not published, for size): named on the page, never linked
+    assert not any(href.endswith("snakemake-report.zip") for href in smoke["links"])
+    assert (root.parent / "results" / "smoke" / "snakemake-report.zip").stat().st_size
     assert {f"data/{name}" for name in ("verdicts.csv", "runs.csv")} <= set(smoke["links"])
     assert (ARTIFACTS / "index.png").stat().st_size and (ARTIFACTS / "smoke.png").stat().st_size
 

@@ -538,6 +538,12 @@ class StudyConfig(Grid):
     experiment: str = Field(pattern=r"^[A-Za-z0-9_-]+$", description="Name; outputs go under results/<experiment>/.")
     results_dir: str = Field("results", description="Root folder of stage outputs.")
     reports_dir: str = Field("reports", description="Root folder of published reports.")
+    container: str = Field(
+        "build/image/rankone-cpu.sif", description="The image every job runs in under `snakemake --sdm apptainer` "
+        "(the Snakefile's `container:`): the CPU image `make image` builds, as a SIF file (`apptainer build "
+        "build/image/rankone-cpu.sif build/image/rankone-cpu/`), or any image URI apptainer takes. Where jobs "
+        "run, never part of a result."
+    )
     seed: int = Field(0, ge=0, description="Seed of data generation and model initialisation.")
     threads: int = Field(1, gt=0, description="Torch threads per job (jobs run in parallel under Snakemake).")
     device: Literal["auto", "cpu", "cuda"] = Field(

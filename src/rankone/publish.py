@@ -6,7 +6,9 @@
   forest plot, then one section per analysis (the report stage's sections: figures as PNG
   files, tables rounded as the report rounds them), every analysis table as a CSV under
   `data/`, provenance (commit, environment, config) and the command that reproduces the
-  study, and Snakemake's own report (`snakemake-report.zip`, written here) beside it.
+  study. Snakemake's own report (`snakemake-report.zip`, about 2 MB) is written beside the
+  study's results, `results/<experiment>/`, and named on the page, not linked: the
+  committed site leaves it out for size, and a link to it would be dead in every clone.
 - A study with missing or failed runs is published too: its page says which runs are
   missing or failed and why the analysis is absent. A run counts as complete only when its
   `run.json` says so (rankone.status).
@@ -86,16 +88,16 @@ def publish_study(cfg: StudyConfig, study_yaml: Path, snakemake_report: bool = T
     complete = (at.analysis / "verdicts.csv").is_file() and (out / "forest.png").is_file()
     shutil.copyfile(study_yaml, out / "config.yaml")
     csvs, too_big = copy_tables(at.analysis, out / "data")
-    zip_note = ""
+    zip_note, zip_path = "", at.root / ZIP
     if complete and snakemake_report:
-        zip_note = write_snakemake_report(study_yaml, out / ZIP)
+        zip_note = write_snakemake_report(study_yaml, zip_path)
     analysis = report.tables(at) if complete else None
     entry = {
         "experiment": cfg.experiment, "complete": complete, "counts": counts, "runs": len(grid),
         "headline": one_line(analysis["verdicts"]) if complete else f"not finished: {status.describe(counts)}",
         **provenance(at),
     }
-    page = experiment_page(cfg, at, entry, grid, analysis, (csvs, too_big), (out / ZIP).is_file(), zip_note)
+    page = experiment_page(cfg, at, entry, grid, analysis, (csvs, too_big), zip_path.is_file(), zip_note)
     with atomic_path(out / "index.html") as tmp:
         tmp.write_text(page)
     with atomic_path(out / SUMMARY) as tmp:
@@ -212,7 +214,8 @@ def experiment_page(cfg: StudyConfig, at: Layout, entry: dict, grid: list, analy
     if too_big:
         downloads += (f"<li>Not published for size (in results/{html.escape(cfg.experiment)}/analysis/): "
                       + html.escape(", ".join(too_big)) + "</li>")
-    zip_link = (f'<a href="{ZIP}">Snakemake\'s report</a> (zip: open report.html inside)' if has_zip
+    zip_link = (f"Snakemake's report: <code>{html.escape(str(at.root / ZIP))}</code> on the machine that "
+                "ran the study (open report.html inside; not published, for size)" if has_zip
                 else html.escape(zip_note or "Snakemake's report: not published for this study (`make publish` "
                                  "writes it from a finished study)."))
     command = (f"git checkout {entry['commit'].split(',')[0]}\n"
