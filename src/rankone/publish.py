@@ -370,8 +370,12 @@ def readme_block(reports_root: Path = Path("reports")) -> str:
         parts = [f"{regime}{'' if part == 'study' else ' on ' + part}: " + ", ".join(
                  f"{r.verdict} ({r.model}, {r.gap:+.3f})" for r in g.itertuples())
                  for (part, regime), g in rows.groupby(["part", "regime"], sort=False)] if len(rows) else []
-        lines.append(f"- **{e['experiment']}** ({e['date']}): rank 1 against FullFT: "
-                     + ("; ".join(parts) if parts else "no verdict") + ".")
+        data = Path(reports_root) / e["experiment"] / "data"
+        tables = read_table(data / "crossover.csv") if (data / "crossover.csv").is_file() else None
+        crossover = ([" " + report.crossover_sentence(tables)]  # only where both regimes ran on the tables
+                     if tables is not None and {"rl", "sft"} <= set(tables.regime) else [])
+        lines.append(f"- **{e['experiment']}** ({e['date']}, {e['run_time']} from first job to last): rank 1 against "
+                     "FullFT: " + ("; ".join(parts) if parts else "no verdict") + "." + "".join(crossover))
     return "\n".join([MARKERS[0], *lines, MARKERS[1]])
 
 
