@@ -24,6 +24,21 @@ def test_config_reference_is_generated_from_the_schema():
         "docs/config.md is stale: rankone schema --markdown > docs/config.md"
 
 
+def test_snakemakes_report_captions_are_the_figure_registrys():
+    """A caption is written once (rankone.figures.FIGURES): every rule's report() caption file is generated from
+    it, and every figure a rule or sub-study publishes has one."""
+    from rankone.figures import FIGURES, caption_rst
+
+    folder = ROOT / "workflow" / "report"
+    assert {p.stem for p in folder.glob("*.rst")} == {Path(f).stem for f in FIGURES}
+    for figure in FIGURES:
+        assert (folder / f"{Path(figure).stem}.rst").read_text() == caption_rst(figure), \
+            f"workflow/report/{Path(figure).stem}.rst is stale: rankone captions"
+    rules = "".join(p.read_text() for p in (ROOT / "workflow" / "rules").glob("*.smk"))
+    for stem in re.findall(r'caption=f?"\.\./report/([a-z_]+|\{name\})\.rst"', rules):
+        assert stem == "{name}" or f"{stem}.png" in FIGURES, stem
+
+
 def test_findings_and_readme_block_come_from_the_published_reports(monkeypatch):
     monkeypatch.chdir(ROOT)
     assert (ROOT / "docs" / "findings.md").read_text() == publish.findings_markdown(), \

@@ -281,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     findings = sub.add_parser("findings", help="docs/findings.md and the README's findings block, from the "
                               "published reports under reports/")
     findings.set_defaults(func=None)
+    captions = sub.add_parser("captions", help="workflow/report/*.rst, Snakemake's report captions, from the "
+                              "figure registry (rankone.figures.FIGURES)")
+    captions.set_defaults(func=None)
     planner = sub.add_parser("plan", help="per job: parameters, peak GPU memory, FLOPs, GPU-hours and GPUs "
                              "needed, from the model shapes alone; exit 1 when a job cannot fit its resources")
     planner.add_argument("--config", required=True, nargs="+", metavar="YAML",
@@ -319,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
 
         index = publish(Path(args.results), snakemake_report=not args.no_snakemake_report)
         print(f"Published: {index.resolve()} (serve it: python -m http.server -d {index.parent})")
+        return 0
+    if args.command == "captions":
+        from rankone.figures import write_captions
+
+        print(f"Written: {len(write_captions())} caption files under workflow/report/")
         return 0
     if args.command == "findings":
         from rankone.publish import FINDINGS, write_findings

@@ -52,6 +52,24 @@ FIGURES = {
 }
 
 
+def caption_rst(figure: str) -> str:
+    """Snakemake's `report()` caption file of `figure` (workflow/report/<stem>.rst): FIGURES' caption,
+    wrapped; `rankone captions` writes them all, and a test fails when one is stale."""
+    import textwrap
+
+    return textwrap.fill(FIGURES[figure], width=92) + "\n"
+
+
+def write_captions(folder: Path = Path("workflow/report")) -> list[Path]:
+    """Every figure's caption file, from FIGURES (the one place a caption is written)."""
+    paths = []
+    for figure in FIGURES:
+        path = folder / f"{Path(figure).stem}.rst"
+        path.write_text(caption_rst(figure))
+        paths.append(path)
+    return paths
+
+
 VERDICT_COLORS = {"parity": "tab:green", "better": "tab:blue", "worse": "tab:red", "inconclusive": "tab:gray",
                   "diverged": "black"}
 SCORE_LABELS = {"rl": "mean reward", "sft": "-NLL (nats/token)"}
