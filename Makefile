@@ -72,7 +72,8 @@ image: env
 study-in-image:
 	test -x $(IMAGE)/opt/rankone/bin/python || { echo "no image at $(IMAGE): make image first" >&2; exit 2; }
 	USER=$${USER:-$$(id -un)} ch-run -b $(CURDIR):/work -c /work $(IMAGE) -- \
-		env PYTHONPATH=src PATH=/opt/rankone/bin:/usr/bin:/bin snakemake --cores all $(SNAKEMAKE_ARGS)
+		env PYTHONPATH=src PATH=/opt/rankone/bin:/usr/bin:/bin XDG_CACHE_HOME=/work/.snakemake/cache \
+		snakemake --cores all $(SNAKEMAKE_ARGS)
 
 # Only where SLURM is used: see envs/slurm.txt for why it is not in the lock.
 slurm-env: env
