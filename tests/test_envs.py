@@ -7,25 +7,10 @@ import tomllib
 
 import yaml
 
+from rankone.pins import parse_pins
 from tests.conftest import ROOT
 
 ENVS = ROOT / "envs"
-
-
-def normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def parse_pins(lines) -> dict[str, str]:
-    pins = {}
-    for line in lines:
-        line = line.split("#")[0].strip()
-        if "==" in line and not line.startswith("-"):
-            name, version = line.split("==")
-            pins[normalise(name)] = version.strip()
-    return pins
-
-
 LOCK = parse_pins((ENVS / "cpu.lock.txt").read_text().splitlines())
 
 

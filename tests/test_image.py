@@ -18,8 +18,9 @@ import pytest
 import yaml
 
 from rankone.config import validate
+from rankone.pins import parse_pins
 from tests.conftest import ROOT, copy_workflow, venv_env
-from tests.test_envs import LOCK, parse_pins
+from tests.test_envs import LOCK
 
 IMAGE = Path(os.environ.get("RANKONE_IMAGE_DIR", ROOT / "build" / "image" / "rankone-cpu"))
 PYTHON = "/opt/rankone/bin/python"
