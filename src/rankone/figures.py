@@ -6,6 +6,7 @@ Reads the analysis tables only.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -55,8 +56,6 @@ FIGURES = {
 def caption_rst(figure: str) -> str:
     """Snakemake's `report()` caption file of `figure` (workflow/report/<stem>.rst): FIGURES' caption,
     wrapped; `rankone captions` writes them all, and a test fails when one is stale."""
-    import textwrap
-
     return textwrap.fill(FIGURES[figure], width=92) + "\n"
 
 

@@ -352,11 +352,16 @@ def study_findings(data: Path) -> list[str]:
         lines += report.findings(report.verdict_table(data), read_table(data / "plateau.csv"))
     if (data / "capacity_falloff.csv").is_file():
         lines += report.capacity_findings(read_table(data / "capacity_falloff.csv"))
-    if (data / "crossover.csv").is_file():
-        lines.append(report.crossover_sentence(read_table(data / "crossover.csv")))
+    if (crossover := crossover_table(data)) is not None:
+        lines.append(report.crossover_sentence(crossover))
     if (data / "layers.csv").is_file() and len(layers := read_table(data / "layers.csv")):
         lines += report.layer_findings(layers)
     return lines
+
+
+def crossover_table(data: Path) -> pd.DataFrame | None:
+    """A published study's crossover table (RL and SFT on the same facts tables); None when it has none."""
+    return read_table(data / "crossover.csv") if (data / "crossover.csv").is_file() else None
 
 
 def readme_block(reports_root: Path = Path("reports")) -> str:
@@ -370,12 +375,11 @@ def readme_block(reports_root: Path = Path("reports")) -> str:
         parts = [f"{regime}{'' if part == 'study' else ' on ' + part}: " + ", ".join(
                  f"{r.verdict} ({r.model}, {r.gap:+.3f})" for r in g.itertuples())
                  for (part, regime), g in rows.groupby(["part", "regime"], sort=False)] if len(rows) else []
-        data = Path(reports_root) / e["experiment"] / "data"
-        tables = read_table(data / "crossover.csv") if (data / "crossover.csv").is_file() else None
-        crossover = ([" " + report.crossover_sentence(tables)]  # only where both regimes ran on the tables
-                     if tables is not None and {"rl", "sft"} <= set(tables.regime) else [])
+        crossover = crossover_table(Path(reports_root) / e["experiment"] / "data")
+        sentence = (" " + report.crossover_sentence(crossover)
+                    if crossover is not None and report.has_crossover(crossover) else "")
         lines.append(f"- **{e['experiment']}** ({e['date']}, {e['run_time']} from first job to last): rank 1 against "
-                     "FullFT: " + ("; ".join(parts) if parts else "no verdict") + "." + "".join(crossover))
+                     "FullFT: " + ("; ".join(parts) if parts else "no verdict") + "." + sentence)
     return "\n".join([MARKERS[0], *lines, MARKERS[1]])
 
 

@@ -50,11 +50,16 @@ def rank1_capacity(table: pd.DataFrame, regime: str) -> tuple[float, float, floa
     return float(top.bits_recalled), float(top.bits_recalled_low), float(top.bits_recalled_high), int(top.n_facts)
 
 
+def has_crossover(table: pd.DataFrame) -> bool:
+    """Rank 1 ran on the tables in both regimes, so there is a crossover to state."""
+    return all(rank1_capacity(table, g) is not None for g in ("rl", "sft"))
+
+
 def crossover_sentence(table: pd.DataFrame) -> str:
     """Whether rank 1 saturates at the same bits under RL as under SFT, from the runs, whatever the answer."""
-    caps = {g: rank1_capacity(table, g) for g in ("rl", "sft")}
-    if caps["rl"] is None or caps["sft"] is None:
+    if not has_crossover(table):
         return "Rank 1 did not run in both regimes: no crossover to state."
+    caps = {g: rank1_capacity(table, g) for g in ("rl", "sft")}
     (rl, rl_lo, rl_hi, rl_n), (sft, sft_lo, sft_hi, sft_n) = caps["rl"], caps["sft"]
     falls = {g: sorted(table[(table.regime == g) & (table.method == "lora-r1") & (table.verdict == "worse")].n_facts)
              for g in ("rl", "sft")}
