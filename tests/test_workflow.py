@@ -38,7 +38,7 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
 def test_smoke_outputs_exist_and_are_finite(smoke):
     cfg = load(smoke / "config/smoke.yaml")
     at = Layout(cfg)
-    runs = pd.read_csv(smoke / at.analysis / "runs.csv")
+    runs = pd.read_csv(smoke / at.table("runs.csv"))
     assert len(runs) == len(cfg.runs())
     assert (runs.status == "completed").all()
     for column in ("val_score", "test_score", "val_greedy_accuracy", "test_pass_at_1", "trainable_parameters"):
@@ -47,22 +47,22 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
         base = read_json(smoke / at.model(model) / "rankone.json")
         assert 0.0 <= base["base_pass_at_1"] <= 1.0
         assert (smoke / at.rollouts(model) / "summary.json").is_file()
-    verdicts = pd.read_csv(smoke / at.analysis / "verdicts.csv")
+    verdicts = pd.read_csv(smoke / at.table("verdicts.csv"))
     assert set(verdicts.verdict) <= {"parity", "worse", "better", "inconclusive"}
     pairs = len(cfg.regimes) * len(cfg.models) * (len(cfg.methods) - 1)
     assert len(verdicts) == 2 * pairs  # the score and greedy accuracy
     assert set(verdicts.metric) == {"score", "greedy_accuracy"}
-    assert (pd.read_csv(smoke / at.analysis / "plateau.csv").method == "fullft").sum() == len(cfg.models)
+    assert (pd.read_csv(smoke / at.table("plateau.csv")).method == "fullft").sum() == len(cfg.models)
     # the tail: every run scored at each late checkpoint; the verdicts at each, and whether they agree
-    checkpoints = pd.read_csv(smoke / at.analysis / "checkpoints.csv")
+    checkpoints = pd.read_csv(smoke / at.table("checkpoints.csv"))
     assert set(checkpoints[checkpoints.regime == "rl"].step) == set(tail_steps(cfg.evaluate.at, cfg.rl.steps))
     assert verdicts.stable.dtype == bool and verdicts.by_step.str.contains(" at ").all()
-    trajectory = pd.read_csv(smoke / at.analysis / "trajectory.csv")
+    trajectory = pd.read_csv(smoke / at.table("trajectory.csv"))
     assert len(trajectory) == len(verdicts) * len(tail_steps(cfg.evaluate.at, cfg.rl.steps))
     # RL's verdicts are judged on the confirmation seeds alone, at the lrs the select checkpoint chose
-    confirmed = pd.read_csv(smoke / at.analysis / "confirm_runs.csv")
+    confirmed = pd.read_csv(smoke / at.table("confirm_runs.csv"))
     assert set(confirmed.seed) == set(cfg.confirmation.seeds["rl"]) and set(confirmed.regime) == {"rl"}
-    best = pd.read_csv(smoke / at.analysis / "best_lr.csv")
+    best = pd.read_csv(smoke / at.table("best_lr.csv"))
     assert len(confirmed.merge(best, on=["regime", "model", "method", "lr"])) == len(confirmed)
     assert (verdicts[verdicts.regime == "rl"].seeds == len(cfg.confirmation.seeds["rl"])).all()
     report = smoke / at.report
@@ -79,15 +79,15 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
 def test_smoke_capacity_experiment_sits_beside_the_rl_runs(smoke):
     cfg = load(smoke / "config/smoke.yaml")
     at = Layout(cfg)
-    table = pd.read_csv(smoke / at.analysis / "capacity.csv")
+    table = pd.read_csv(smoke / at.table("capacity.csv"))
     assert len(table) == len(cfg.capacity.n_facts) * len(cfg.models) * len(cfg.capacity.methods)
     assert sorted(table.n_facts.unique()) == cfg.capacity.n_facts
     assert table.bits_absorbed.map(math.isfinite).all()
     assert (table.bits_stored == (table.dataset_bits - table.train_nll_bits_final).clip(lower=0)).all()
     assert (table.share_stored == table.bits_stored / table.dataset_bits).all()
-    chart = pd.read_csv(smoke / at.analysis / "capacity_chart.csv")
+    chart = pd.read_csv(smoke / at.table("capacity_chart.csv"))
     assert set(chart.regime) == {"rl", "sft"}  # both regimes on one chart
-    falloff = pd.read_csv(smoke / at.analysis / "capacity_falloff.csv")
+    falloff = pd.read_csv(smoke / at.table("capacity_falloff.csv"))
     assert len(falloff) == len(cfg.capacity.n_facts) * len(cfg.models)
     for name in ("capacity.png", "capacity_falloff.png", "crossover.png"):
         assert (smoke / at.report / name).stat().st_size > 0, name
@@ -96,7 +96,7 @@ def test_smoke_capacity_experiment_sits_beside_the_rl_runs(smoke):
     n = cfg.capacity.n_facts[-1]
     evaluations = read_jsonl(smoke / at.capacity(n).evaluation("sft", cfg.models[0], "fullft"))
     assert all(c["table"]["keys"] == n for e in evaluations for c in e["checkpoints"])
-    cross = pd.read_csv(smoke / at.analysis / "crossover.csv")
+    cross = pd.read_csv(smoke / at.table("crossover.csv"))
     assert set(cross.regime) == {"sft"} and cross.bits_recalled.between(0, cross.table_bits).all()
     assert len(cross) == len(table)
 
@@ -104,7 +104,7 @@ def test_smoke_capacity_experiment_sits_beside_the_rl_runs(smoke):
 def test_smoke_truncation_reproduces_the_evaluation_at_full_rank(smoke):
     cfg = load(smoke / "config/smoke.yaml")
     at = Layout(cfg)
-    df = pd.read_csv(smoke / at.analysis / "truncation.csv")
+    df = pd.read_csv(smoke / at.table("truncation.csv"))
     fullft_rl = [r for r in cfg.runs() if r.regime == "rl" and r.method == "fullft"]
     assert len(df.groupby(["model", "lr", "seed"])) == len(fullft_rl)
     assert sorted(df.k.unique()) == [1, 2, 4, 8, 16, 32, 64]  # hidden size 64: full rank 64
@@ -127,7 +127,7 @@ def test_smoke_truncation_reproduces_the_evaluation_at_full_rank(smoke):
 def test_smoke_levers_run_at_plain_rls_episodes_and_are_judged_against_it(smoke):
     cfg = load(smoke / "config/smoke.yaml")
     at = Layout(cfg)
-    table = pd.read_csv(smoke / at.analysis / "levers.csv")
+    table = pd.read_csv(smoke / at.table("levers.csv"))
     pairs = len(cfg.levers.variants) * len(cfg.models) * len(cfg.levers.methods)
     G = cfg.rl.group_size
     # The smoke task states a confidence, so Brier score and calibration error are judged too.
@@ -135,10 +135,10 @@ def test_smoke_levers_run_at_plain_rls_episodes_and_are_judged_against_it(smoke)
     assert len(table) == len(metrics) * pairs and set(table.metric) == metrics
     assert (table.seeds == len(cfg.levers.seeds)).all()
     assert set(table.verdict) <= {"parity", "better", "worse", "inconclusive"}
-    passes = pd.read_csv(smoke / at.analysis / "levers_pass_at_k.csv")
+    passes = pd.read_csv(smoke / at.table("levers_pass_at_k.csv"))
     assert sorted(passes.k.unique()) == list(range(1, G + 1))
     assert (passes.groupby(["lever", "model", "method", "seed"]).pass_at_k.is_monotonic_increasing).all()
-    eff = pd.read_csv(smoke / at.analysis / "levers_efficiency.csv")
+    eff = pd.read_csv(smoke / at.table("levers_efficiency.csv"))
     assert set(eff.lever) == {"plain", *cfg.levers.variants}
     assert (eff.episodes == cfg.rl.episode_budget).all()  # the filtered lever too: equal episodes
     resolved = load(smoke / at.study_config)  # default.yaml under smoke.yaml, as the workflow ran it
@@ -149,7 +149,7 @@ def test_smoke_levers_run_at_plain_rls_episodes_and_are_judged_against_it(smoke)
                 sub.rl.model_dump(mode="json")
     assert (smoke / at.report / "levers.png").stat().st_size > 0
     assert "## Levers" in (smoke / at.report / "report.md").read_text()
-    curves = pd.read_csv(smoke / at.analysis / "levers_calibration.csv")
+    curves = pd.read_csv(smoke / at.table("levers_calibration.csv"))
     assert set(curves.lever) == {"plain", *cfg.levers.variants}
     per_run = curves.groupby(["lever", "model", "method", "seed"]).step.count()
     assert len(per_run) == (1 + len(cfg.levers.variants)) * pairs / len(cfg.levers.variants) * len(cfg.levers.seeds)
@@ -165,7 +165,7 @@ def test_turning_on_truncation_in_a_finished_study_runs_it_and_the_report_only(o
     """What `make truncation` after `make study` does: the new stage and the report, nothing else."""
     at = Layout(load(own_smoke / "config/smoke.yaml"))
     for name in ("truncation.csv", "truncation_summary.csv", "truncation.json"):
-        (own_smoke / at.analysis / name).unlink()
+        (own_smoke / at.table(name)).unlink()
     (own_smoke / at.report / "truncation.png").unlink()
     out = snakemake(own_smoke, "-n")
     assert out.returncode == 0, out.stderr

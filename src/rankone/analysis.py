@@ -28,7 +28,6 @@ Scores are oriented so higher is better: RL uses mean reward, SFT the negative N
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 
@@ -418,7 +417,7 @@ def select(cfg: StudyConfig, at: Layout) -> pd.DataFrame:
     any verdict; the confirmation runs rerun exactly these."""
     runs, _, _ = collect(cfg, at)
     best = best_learning_rates(runs)
-    path, text = at.analysis / "best_lr.csv", best.to_csv(index=False)
+    path, text = at.table("best_lr.csv"), best.to_csv(index=False)
     if not path.is_file() or path.read_text() != text:  # unchanged, it keeps its time: no confirmation rerun
         with atomic_path(path) as tmp:
             tmp.write_text(text)
@@ -426,7 +425,7 @@ def select(cfg: StudyConfig, at: Layout) -> pd.DataFrame:
 
 
 def read_best(at: Layout) -> pd.DataFrame:
-    path = at.analysis / "best_lr.csv"
+    path = at.table("best_lr.csv")
     if not path.is_file():
         raise IncompleteRunError(f"missing {path}: run the select stage first (rankone select)")
     return read_table(path)
@@ -436,13 +435,6 @@ def chosen(at: Layout, best: pd.DataFrame | None = None) -> dict[tuple[str, str,
     """(regime, model, method) -> the lr select chose for it (from `best`, when already read)."""
     best = read_best(at) if best is None else best
     return {(r.regime, r.model, r.method): float(r.lr) for r in best.itertuples()}
-
-
-def capacity_study(cfg: StudyConfig, at: Layout, n_facts: int) -> StudyConfig:
-    """The capacity sub-study at `n_facts`; with `capacity.learning_rates: chosen`, at the lrs the
-    select stage chose once it has (before that it lists no runs)."""
-    wants = cfg.capacity is not None and cfg.capacity.learning_rates == "chosen"
-    return cfg.capacity_study(n_facts, chosen(at) if wants and (at.analysis / "best_lr.csv").is_file() else None)
 
 
 def _without(frame: pd.DataFrame, regimes: list[str]) -> pd.DataFrame:
@@ -475,12 +467,8 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         "layers.csv": layers(cfg, judged, best),
         "plateau.csv": plateau(cfg, curves, best),
     }
-    out: Path = at.analysis
-    out.mkdir(parents=True, exist_ok=True)
-    for name, frame in table.items():
-        with atomic_path(out / name) as tmp:
-            frame.to_csv(tmp, index=False)
-    write_json(out / "summary.json", {
+    at.write_tables(table)
+    write_json(at.table("summary.json"), {
         "runs": len(runs),
         "confirmation_runs": int(judged.regime.isin(confirmed).sum()),
         "diverged": int((runs.status != "completed").sum()),

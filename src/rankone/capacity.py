@@ -25,11 +25,12 @@ import math
 
 import pandas as pd
 
-from rankone.analysis import best_learning_rates, capacity_study, collect, compare, interval, plateau, verdicts
+from rankone.analysis import best_learning_rates, collect, compare, interval, plateau, verdicts
 from rankone.config import StudyConfig, lora_rank
 from rankone.info import bits_recalled, bits_stored
-from rankone.io import atomic_path, read_json, read_table
+from rankone.io import read_json, read_table
 from rankone.paths import Layout
+from rankone.substudies import SubStudy
 
 def size_runs(sub: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One table size's runs, curves and best lr per (regime, model, method)."""
@@ -96,7 +97,7 @@ def chart_points(cfg: StudyConfig, table: pd.DataFrame, at: Layout) -> pd.DataFr
     columns = ["regime", "model", "method", "n_facts", "trainable_parameters", "bits", "kind"]
     frames = [sft[columns]]
     if "rl" in cfg.regimes:
-        info = read_table(at.analysis / "information.csv")
+        info = read_table(at.table("information.csv"))
         rl = info[info.regime == "rl"].assign(n_facts=math.nan, bits=lambda d: d.info_bound_bits,
                                               kind="RL information bound (episodes x reward entropy)")
         frames.append(rl[columns])
@@ -177,7 +178,8 @@ def crossover_rows(cfg: StudyConfig, sub: StudyConfig, n_facts: int, runs: pd.Da
 def run(cfg: StudyConfig, at: Layout) -> None:
     sizes = {}
     for n in cfg.capacity.n_facts:
-        sub, where = capacity_study(cfg, at, n), at.capacity(n)
+        part = SubStudy("capacity", str(n))
+        sub, where = part.study(cfg, at), part.layout(at)
         sizes[n] = (sub, where, *size_runs(sub, where))
     table = capacity_table(cfg, sizes)
     cross = pd.DataFrame([row for n, (sub, _, runs, curves, best) in sizes.items()
@@ -188,7 +190,4 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         "capacity_chart.csv": chart_points(cfg, table, at),
         "crossover.csv": cross.sort_values(["regime", "model", "n_facts", "rank"], na_position="last"),
     }
-    at.analysis.mkdir(parents=True, exist_ok=True)
-    for name, frame in outputs.items():
-        with atomic_path(at.analysis / name) as tmp:
-            frame.to_csv(tmp, index=False)
+    at.write_tables(outputs)

@@ -24,23 +24,13 @@ from rankone.paths import Layout
 def _scoped(cfg: StudyConfig, args) -> tuple[StudyConfig, Layout]:
     """The study and layout a job runs in: the study itself, with --capacity N its capacity
     sub-study at table size N, with --lever NAME that lever's sub-study, or with --confirm its
-    confirmation runs (each method at the best lr the select stage chose)."""
-    confirm = getattr(args, "confirm", False)
-    if sum([args.capacity is not None, args.lever is not None, confirm]) > 1:
-        raise ConfigError("--capacity, --lever and --confirm name different sub-studies; give one")
-    if confirm:
-        from rankone.analysis import chosen
+    confirmation runs (each method at the best lr the select stage chose; rankone.substudies)."""
+    from rankone import substudies
 
-        named = getattr(args, "run", None) or getattr(args, "method", None) or getattr(args, "regime", "")
-        regime = named.split("/")[0]
-        return cfg.confirm_study(chosen(Layout(cfg)), regime), Layout(cfg).confirm()
-    if args.capacity is not None:
-        from rankone.analysis import capacity_study
-
-        return capacity_study(cfg, Layout(cfg), args.capacity), Layout(cfg).capacity(args.capacity)
-    if args.lever is not None:
-        return cfg.lever_study(args.lever), Layout(cfg).lever(args.lever)
-    return cfg, Layout(cfg)
+    named = getattr(args, "run", None) or getattr(args, "method", None) or getattr(args, "regime", None) or ""
+    part = substudies.from_args(args.capacity, args.lever, getattr(args, "confirm", False), named.split("/")[0])
+    at = Layout(cfg)
+    return (cfg, at) if part is None else (part.study(cfg, at), part.layout(at))
 
 
 def cmd_data(cfg: StudyConfig, args) -> None:
@@ -159,17 +149,23 @@ def cmd_report(cfg: StudyConfig, args) -> None:
     report.run(cfg, Layout(cfg))
 
 
-def sub_study_runs(cfg: StudyConfig) -> list[tuple[str, RunId]]:
-    """(CLI flag, run) of every capacity and lever run, in a stable order."""
-    from rankone.status import sub_studies
+def sub_studies(cfg: StudyConfig) -> list[tuple]:
+    """(sub-study, its config) of every capacity and lever sub-study, in a stable order."""
+    from rankone import substudies
 
-    return [(flag, run) for _, flag, study, _ in sub_studies(cfg) if not study.awaits_choice for run in study.runs()]
+    at = Layout(cfg)
+    return [(part, part.study(cfg, at)) for part in substudies.of(cfg)]
+
+
+def sub_study_runs(parts: list[tuple]) -> list[tuple[str, RunId]]:
+    """(CLI flag, run) of every run of `parts` (sub_studies) whose lrs are known."""
+    return [(part.flag, run) for part, study in parts if not study.awaits_choice for run in study.runs()]
 
 
 def cmd_runs(cfg: StudyConfig, args) -> None:
     for run in cfg.runs():
         print(run.path)
-    for flag, run in sub_study_runs(cfg):
+    for flag, run in sub_study_runs(sub_studies(cfg)):
         print(f"{run.path} {flag}")
 
 
@@ -182,9 +178,10 @@ def cmd_status(cfg: StudyConfig, args) -> None:
     print(tabulate(status.table(runs), headers="keys", tablefmt="simple"))
     counts = status.summary(runs)
     print(f"\n{cfg.experiment}: {len(runs)} training runs: {status.describe(counts, always=('completed',))}")
-    for label, _, study, _ in status.sub_studies(cfg):
+    for part, study in sub_studies(cfg):
         if study.awaits_choice:
-            print(f"{label}: its runs wait for the select stage's learning rates (capacity.learning_rates: chosen)")
+            print(f"{part.label}: its runs wait for the select stage's learning rates "
+                  "(capacity.learning_rates: chosen)")
     for s in runs:
         if s.state == "failed":
             print(f"failed: {s.run.path}{' (' + s.sub_study + ')' if s.sub_study else ''}: see {s.log}")
@@ -206,12 +203,10 @@ def cmd_summary(cfg: StudyConfig, args) -> None:
 
 def cmd_check(cfg: StudyConfig, args) -> None:
     confirm = sum(len(cfg.models) * len(cfg.methods) * len(cfg.confirmation.seeds[g]) for g in cfg.confirmed_regimes())
-    from rankone.status import sub_studies
-
-    waiting = sum(len(s.regimes) * len(s.models) * len(s.methods) * len(s.seeds)
-                  for _, _, s, _ in sub_studies(cfg) if s.awaits_choice)
+    parts = sub_studies(cfg)
+    waiting = sum(len(s.regimes) * len(s.models) * len(s.methods) * len(s.seeds) for _, s in parts if s.awaits_choice)
     print(f"{args.config}: valid, {len(cfg.runs())} training runs in the sweep, {confirm} confirmation runs (after "
-          f"select), {len(sub_study_runs(cfg)) + waiting} sub-study runs (capacity, levers"
+          f"select), {len(sub_study_runs(parts)) + waiting} sub-study runs (capacity, levers"
           f"{f'; {waiting} at the lrs select chooses' if waiting else ''})")
 
 

@@ -1,5 +1,5 @@
-"""The report's figures: one registry (file -> caption) that the report page and
-Snakemake's `report()` both read, and one function per figure.
+"""The report's figures: one function per figure, and which of the registry's figures
+(rankone.outputs.FIGURES) a study draws.
 
 Reads the analysis tables only.
 """
@@ -11,56 +11,31 @@ from pathlib import Path
 
 import pandas as pd
 
-from rankone.config import lora_rank, method_position
+from rankone.config import StudyConfig, lora_rank, method_position
+from rankone.outputs import FIGURES, NEEDS_CONFIDENCE
 
-FIGURES = {
-    "forest.png": "The answer: each LoRA rank's test gap to FullFT (each at its best lr on val, paired by seed) with "
-                  "its confidence interval; shaded: the equivalence margin fixed before the run. Parity only when the "
-                  "whole interval lies inside the band.",
-    "trajectory.png": "The verdict at every late checkpoint: each LoRA rank's test gap to FullFT at that step (at the "
-                      "learning rates the tail score chose, paired by seed) with its interval; shaded: the margin. "
-                      "Colour = the verdict at that step; a stable verdict keeps one colour.",
-    "rl_curves.png": "RL reward per step, each method at its best learning rate (mean over seeds, band = min..max).",
-    "lr_sweep.png": "Validation score against learning rate per method (mean over seeds, bars = min..max).",
-    "sft_curves.png": "SFT training loss per step, each rank at its best learning rate (mean over seeds).",
-    "rl_bits.png": "RL information per step, each method at its best lr (mean over seeds): entropy of the batch's "
-                   "rewards and of a group's rewards (what its advantages carry), and the cumulative bound.",
-    "information.png": "Information in bits against trainable parameters, with the capacity reference line: RL's "
-                       "information bound, SFT's bits absorbed (NLL drop from the base, format included) and, on a "
-                       "table of known bits, the bits stored (table minus final NLL; drawn at 1 when none).",
-    "lr_vs_rank.png": "Best learning rate per LoRA rank (chosen on val); dashed: FullFT's best, dotted: 10x FullFT's.",
-    "updates.png": "FullFT updates: share of parameters changed three ways, and per-matrix update rank / full rank.",
-    "capacity.png": "Capacity chart: bits stored by SFT on facts tables of each size (filled: not shown worse than "
-    "FullFT, "
-                    "open: falls off) and RL information bounds, against trainable parameters; dashed: capacity line.",
-    "capacity_falloff.png": "Share of the facts table stored against table size, per method at its best lr; "
-                            "open markers: LoRA falls off FullFT (worse under the equivalence rule).",
-    "crossover.png": "Bits recalled (greedy recall of every key of the table, Fano) against the table's bits, per "
-                     "method at its lr, RL beside SFT on the same tables (mean over seeds, bars = t interval; dotted: "
-                     "the whole table; dashed: rank 1's SFT capacity; open: FullFT had not reached its plateau, not "
-                     "judged).",
-    "truncation.png": "Share of FullFT's RL gain over the base kept when every weight update is cut to its top k "
-                      "singular directions (test; FullFT at its best lr, mean over seeds with its t interval); "
-                      "dashed: share of the updates' squared norm in those k directions.",
-    "levers.png": "Each RL lever minus plain RL on test (each at its best lr on val, paired by seed, equal episodes) "
-                  "with its confidence interval, for mean reward, pass@1 and pass@group size; shaded: the "
-                  "equivalence margin. Colour = verdict.",
-    "levers_pass_at_k.png": "Test pass@k against k (up to the group size) of plain RL and each lever, every method at "
-                            "its best lr (mean over seeds).",
-    "levers_calibration.png": "Brier score (top) and calibration error (bottom) of the confidences stated in each "
-                              "step's sampled batch, plain RL against each lever, every method at its best lr (mean "
-                              "over seeds, smoothed); lower is better.",
-}
+
+def drawn(cfg: StudyConfig) -> list[str]:
+    """The figures the report stage draws for this study: every study's, and each enabled optional
+    experiment's (the levers' calibration only where the RL task states a confidence)."""
+    def wanted(name: str, figure) -> bool:
+        if figure.experiment is None:
+            return True
+        if getattr(cfg, figure.experiment) is None:
+            return False
+        return name not in NEEDS_CONFIDENCE or ("rl" in cfg.tasks and bool(cfg.tasks["rl"].confidence))
+
+    return [name for name, figure in FIGURES.items() if wanted(name, figure)]
 
 
 def caption_rst(figure: str) -> str:
-    """Snakemake's `report()` caption file of `figure` (workflow/report/<stem>.rst): FIGURES' caption,
-    wrapped; `rankone captions` writes them all, and a test fails when one is stale."""
-    return textwrap.fill(FIGURES[figure], width=92) + "\n"
+    """Snakemake's `report()` caption file of `figure` (workflow/report/<stem>.rst): the registry's
+    caption, wrapped; `rankone captions` writes them all, and a test fails when one is stale."""
+    return textwrap.fill(FIGURES[figure].caption, width=92) + "\n"
 
 
 def write_captions(folder: Path = Path("workflow/report")) -> list[Path]:
-    """Every figure's caption file, from FIGURES (the one place a caption is written)."""
+    """Every figure's caption file, from the registry (rankone.outputs, the one place a caption is written)."""
     paths = []
     for figure in FIGURES:
         path = folder / f"{Path(figure).stem}.rst"

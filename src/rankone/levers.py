@@ -34,8 +34,9 @@ import pandas as pd
 from rankone.analysis import best_learning_rates, collect, compare
 from rankone.config import RunId, StudyConfig
 from rankone.data import read_split
-from rankone.io import atomic_path, log, read_jsonl, read_table, seed_everything
+from rankone.io import log, read_jsonl, read_table, seed_everything
 from rankone.paths import Layout
+from rankone.substudies import SubStudy
 
 KEYS = ["model", "method"]
 LOWER_IS_BETTER = ("brier", "ece")
@@ -157,8 +158,8 @@ def summarize_efficiency(runs: pd.DataFrame, side: str) -> pd.DataFrame:
 
 def run(cfg: StudyConfig, at: Layout) -> None:
     lv = cfg.levers
-    plain_all = read_table(at.analysis / "runs.csv")
-    plain_best = read_table(at.analysis / "best_lr.csv")
+    plain_all = read_table(at.table("runs.csv"))
+    plain_best = read_table(at.table("best_lr.csv"))
     plain_best = plain_best[plain_best.regime == "rl"]
     plain = chosen(plain_all, plain_best)
     plain = plain[plain.method.isin(lv.methods) & plain.seed.isin(lv.seeds)]
@@ -169,7 +170,8 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     curves = [calibration_curves(at, plain, "plain")] if confident else []
     tables = {}
     for name in lv.variants:
-        study, where = cfg.lever_study(name), at.lever(name)
+        part = SubStudy("lever", name)
+        study, where = part.study(cfg, at), part.layout(at)
         runs, _, _ = collect(study, where)
         picked = chosen(runs, best_learning_rates(runs))
         passes.append(pass_at_k(cfg, at, where, picked).assign(lever=name))
@@ -178,12 +180,8 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         curves += [calibration_curves(where, picked, name)] if confident else []
         log.info("lever %s: %d runs at their best lr scored", name, len(picked))
     plain = with_pass_at_k(plain, passes[0], ks)
-    out = at.analysis
-    out.mkdir(parents=True, exist_ok=True)
-    for file, frame in {"levers.csv": compare_levers(cfg, plain, tables),
+    at.write_tables({"levers.csv": compare_levers(cfg, plain, tables),
                         "levers_efficiency.csv": pd.concat(effs, ignore_index=True),
                         "levers_pass_at_k.csv": pd.concat(passes, ignore_index=True),
                         "levers_calibration.csv": pd.concat(curves or [pd.DataFrame(columns=CALIBRATION_COLUMNS)],
-                                                            ignore_index=True)}.items():
-        with atomic_path(out / file) as tmp:
-            frame.to_csv(tmp, index=False)
+                                                            ignore_index=True)})

@@ -1,4 +1,5 @@
-"""Where each stage writes: results/<experiment>/<stage>/..., reports/<experiment>/.
+"""Where each stage writes: results/<experiment>/<stage>/..., reports/<experiment>/ (a table's
+stage folder is its module's: rankone.outputs.TABLES).
 
 The Snakemake rules declare the same layout (workflow/rules/common.smk reads it from here).
 """
@@ -8,7 +9,11 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import pandas as pd
+
 from rankone.config import RunId, StudyConfig
+from rankone.io import atomic_path
+from rankone.outputs import TABLES
 
 SNAPSHOTS = "snapshots"  # in a run's folder: the weights at each late checkpoint
 
@@ -77,4 +82,16 @@ class Layout:
 
     @property
     def analysis(self) -> Path:
+        """The folder of rankone.analysis' tables (the select and analysis stages')."""
         return self.root / "analysis"
+
+    def table(self, name: str) -> Path:
+        """A table, in the results folder of the stage module that writes it (rankone.outputs.TABLES:
+        analysis/, updates/, capacity/, truncation/ or levers/)."""
+        return self.root / TABLES[name].stage / name
+
+    def write_tables(self, frames: dict[str, pd.DataFrame]) -> None:
+        """Each table (CSV) to its folder, each written whole or not at all."""
+        for name, frame in frames.items():
+            with atomic_path(self.table(name)) as tmp:
+                frame.to_csv(tmp, index=False)

@@ -33,7 +33,7 @@ import pandas as pd
 
 from rankone import render, report, status
 from rankone.config import StudyConfig, load
-from rankone.figures import FIGURES
+from rankone.outputs import FIGURES, TABLES
 from rankone.io import atomic_path, log, read_table
 from rankone.paths import Layout
 
@@ -81,13 +81,13 @@ def publish_study(cfg: StudyConfig, study_yaml: Path, snakemake_report: bool = T
     at = Layout(cfg)
     grid = status.grid(cfg)
     counts = status.summary(grid)
-    if counts["missing"] == len(grid) and not (at.analysis / "runs.csv").is_file():
+    if counts["missing"] == len(grid) and not at.table("runs.csv").is_file():
         return None
     out = at.report
     out.mkdir(parents=True, exist_ok=True)
-    complete = (at.analysis / "verdicts.csv").is_file() and (out / "forest.png").is_file()
+    complete = at.table("verdicts.csv").is_file() and (out / "forest.png").is_file()
     shutil.copyfile(study_yaml, out / "config.yaml")
-    csvs, too_big = copy_tables(at.analysis, out / "data")
+    csvs, too_big = copy_tables(at, out / "data")
     zip_note, zip_path = "", at.root / ZIP
     if complete and snakemake_report:
         zip_note = write_snakemake_report(study_yaml, zip_path)
@@ -108,14 +108,17 @@ def publish_study(cfg: StudyConfig, study_yaml: Path, snakemake_report: bool = T
 MAX_TABLE_BYTES = 1 << 20  # a published site stays small: larger tables stay in results/
 
 
-def copy_tables(analysis: Path, to: Path) -> tuple[list[str], list[str]]:
-    """Every analysis table up to 1 MiB as a downloadable CSV: (copied, left out for size)."""
-    tables = sorted(analysis.glob("*.csv")) if analysis.is_dir() else []
+def copy_tables(at: Layout, to: Path) -> tuple[list[str], list[str]]:
+    """Every table the study has written (rankone.outputs.TABLES, each from its stage's folder) up to
+    1 MiB, as a downloadable CSV in one folder: (copied, left out for size)."""
+    tables = sorted((p for name in TABLES if name.endswith(".csv") and (p := at.table(name)).is_file()),
+                    key=lambda p: p.name)
     copied = [p.name for p in tables if p.stat().st_size <= MAX_TABLE_BYTES]
     if copied:
         to.mkdir(parents=True, exist_ok=True)
-        for name in copied:
-            shutil.copyfile(analysis / name, to / name)
+        for p in tables:
+            if p.name in copied:
+                shutil.copyfile(p, to / p.name)
     return copied, [f"{p.name} ({p.stat().st_size / 2**20:.1f} MiB)" for p in tables if p.name not in copied]
 
 
@@ -193,7 +196,7 @@ def experiment_page(cfg: StudyConfig, at: Layout, entry: dict, grid: list, analy
         method = [b for b in sections[0][1] if isinstance(b, str) and b not in answer]
         figures = [b for b in sections[0][1] if isinstance(b, tuple) and b[1] != "forest.png"]  # the trajectory
         body.append('<section class="answer" id="the-answer"><img src="forest.png" alt="'
-                    + html.escape(FIGURES["forest.png"]) + '"><div><h2 style="margin-top:0">The answer</h2><ul>'
+                    + html.escape(FIGURES["forest.png"].caption) + '"><div><h2 style="margin-top:0">The answer</h2><ul>'
                     + "".join(f"<li>{render.text(a)}</li>" for a in answer) + "</ul></div></section>"
                     + "".join(render.block(f) for f in figures)
                     + "".join(f'<p class="method">{render.text(m)}</p>' for m in method))
@@ -212,7 +215,8 @@ def experiment_page(cfg: StudyConfig, at: Layout, entry: dict, grid: list, analy
     csvs, too_big = tables
     downloads = "".join(f'<li><a href="data/{html.escape(n)}">{html.escape(n)}</a></li>' for n in csvs)
     if too_big:
-        downloads += (f"<li>Not published for size (in results/{html.escape(cfg.experiment)}/analysis/): "
+        downloads += (f"<li>Not published for size (in results/{html.escape(cfg.experiment)}/, each in its stage's "
+                      "folder): "
                       + html.escape(", ".join(too_big)) + "</li>")
     zip_link = (f"Snakemake's report: <code>{html.escape(str(at.root / ZIP))}</code> on the machine that "
                 "ran the study (open report.html inside; not published, for size)" if has_zip

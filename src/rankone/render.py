@@ -2,7 +2,7 @@
 one stylesheet, one way to turn a report section's blocks into HTML, one page frame.
 
 A block is a paragraph (str; `**x**` is bold), a table (DataFrame), a figure (("figure",
-file name), captioned from rankone.figures.FIGURES) or HTML written by the caller (Raw).
+file name), captioned from the registry, rankone.outputs) or HTML written by the caller (Raw).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from rankone.figures import FIGURES
+from rankone.outputs import FIGURES
 
 STYLE = """
 *{box-sizing:border-box}body{font:15px/1.5 system-ui,sans-serif;margin:0;color:#1d1d1f}
@@ -49,7 +49,7 @@ def block(b, src: Callable[[str], str] = lambda name: name) -> str:
     if isinstance(b, pd.DataFrame):
         return f'<div class="scroll">{b.to_html(index=False, border=0, na_rep="")}</div>'
     if isinstance(b, tuple):
-        caption = html.escape(FIGURES.get(b[1], b[1]))
+        caption = html.escape(FIGURES[b[1]].caption)
         return (f'<figure><img src="{html.escape(src(b[1]))}" alt="{caption}">'
                 f"<figcaption>{caption}</figcaption></figure>")
     return f"<p>{text(b)}</p>"

@@ -15,13 +15,14 @@ from pathlib import Path
 import pandas as pd
 
 from rankone.config import StudyConfig, method_label
-from rankone.figures import (FIGURES, SCORE_LABELS, by_method, method_order, plot_capacity, plot_capacity_falloff,
+from rankone.figures import (SCORE_LABELS, by_method, method_order, plot_capacity, plot_capacity_falloff,
                              plot_crossover, plot_trajectory,
                              plot_curves, plot_forest, plot_information, plot_levers, plot_levers_calibration,
                              plot_levers_pass_at_k, plot_lr_sweep, plot_lr_vs_rank, plot_rl_bits, plot_truncation,
                              plot_updates)
 from rankone import render
 from rankone.io import atomic_path, git_state, package_versions, read_json, read_table
+from rankone.outputs import FIGURES, SECTIONS
 from rankone.paths import Layout
 
 NAMES = {"rl": "RL", "sft": "SFT"}
@@ -104,11 +105,12 @@ def crossover_part(cfg: StudyConfig, cross: pd.DataFrame) -> list:
     ]
 
 
-def capacity_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, list]]:
+def capacity_section(cfg: StudyConfig, at: Layout) -> list[tuple[str, list]]:
     """The capacity experiment's section and figures (none without a capacity section)."""
     if cfg.capacity is None:
         return []
-    table, falloff, chart, cross = (read_table(a / f"{n}.csv") for n in
+    out = at.report
+    table, falloff, chart, cross = (read_table(at.table(f"{n}.csv")) for n in
                                     ("capacity", "capacity_falloff", "capacity_chart", "crossover"))
     sft = table[table.regime == "sft"]
     plot_capacity(chart, sft, cfg.analysis.bits_per_param, out / "capacity.png")
@@ -119,7 +121,7 @@ def capacity_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, li
     show = ["regime", "model", "n_facts", "method", "lr", "at_grid_edge", "trainable_parameters", "dataset_bits",
             "bits_stored", "bits_absorbed", "share_stored", "bits_per_parameter", "gap", "ci_low", "ci_high",
             "verdict", "reason", "falls_off"]
-    return [("Capacity", [
+    return [(SECTIONS["capacity"], [
         f"SFT on random facts tables of {', '.join(f'{n:,}' for n in cfg.capacity.n_facts)} keys "
         f"({cfg.capacity.probes} facts probed per split, {len(cfg.capacity.seeds)} seed(s)), every method at its "
         "best lr on val. Bits stored = the table's bits minus the final total train NLL in bits (at least 0); bits "
@@ -168,15 +170,15 @@ def _directions(k: int) -> str:
     return "direction" if k == 1 else f"{k} directions"
 
 
-def truncation_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, list]]:
+def truncation_section(cfg: StudyConfig, at: Layout) -> list[tuple[str, list]]:
     """The truncation experiment's section and figure (none without a truncation section)."""
     if cfg.truncation is None:
         return []
-    table, summary = read_table(a / "truncation.csv"), read_table(a / "truncation_summary.csv")
-    plot_truncation(summary, out / "truncation.png")
+    table, summary = read_table(at.table("truncation.csv")), read_table(at.table("truncation_summary.csv"))
+    plot_truncation(summary, at.report / "truncation.png")
     per_lr = table[~table.full].groupby(["model", "lr", "k"], as_index=False)[
         ["kept_mean_reward", "kept_greedy_accuracy", "energy_kept"]].mean()
-    return [("How much rank RL uses", [
+    return [(SECTIONS["truncation"], [
         "Every FullFT RL run's weight update (delta = trained - base, each 2-D tensor) cut to its top k singular "
         "directions and scored again on test with the evaluate stage's scorer (same prompts, sampling seed and "
         "answer checker); full rank is the trained model itself. Kept = (score_k - base) / (score_full - base), "
@@ -211,17 +213,18 @@ def _episodes(r) -> str:
     return f"{r.episodes_to_target:,.0f} ({r.seconds_to_target:.1f} s{seeds})"
 
 
-def levers_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, list]]:
+def levers_section(cfg: StudyConfig, at: Layout) -> list[tuple[str, list]]:
     """The levers experiment's section and figures (none without a levers section)."""
     if cfg.levers is None:
         return []
-    table = read_table(a / "levers.csv")
-    eff, passes = read_table(a / "levers_efficiency.csv"), read_table(a / "levers_pass_at_k.csv")
+    out = at.report
+    table = read_table(at.table("levers.csv"))
+    eff, passes = read_table(at.table("levers_efficiency.csv")), read_table(at.table("levers_pass_at_k.csv"))
     plot_levers(table, out / "levers.png")
     plot_levers_pass_at_k(passes, out / "levers_pass_at_k.png")
     calibration = []
     if cfg.tasks["rl"].confidence:
-        plot_levers_calibration(read_table(a / "levers_calibration.csv"), cfg.rl.format_collapse_window,
+        plot_levers_calibration(read_table(at.table("levers_calibration.csv")), cfg.rl.format_collapse_window,
                                 out / "levers_calibration.png")
         calibration = [
             "The RL task states a confidence after each answer (`answer:d`, p = d/9); the base model was warm-started "
@@ -232,7 +235,7 @@ def levers_section(cfg: StudyConfig, a: Path, out: Path) -> list[tuple[str, list
         ]
     show = ["lever", "model", "method", "metric", "lr", "lr_edge", "plain_lr", "plain_lr_edge", "test_value",
             "plain_test_value", "gap", "ci_low", "ci_high", "seeds", "verdict", "reason"]
-    return [("Levers", [
+    return [(SECTIONS["levers"], [
         f"The study's RL runs ({', '.join(cfg.levers.methods)}; seeds {cfg.levers.seeds}) with one lever switched "
         f"on, each with its own lr sweep, against plain RL at its best lr, at equal episodes "
         f"({cfg.rl.episode_budget:,} per run; the variance filter stops there). Gap = lever minus plain on test, "
@@ -435,18 +438,20 @@ def headline(a: Path) -> list[str]:
 
 def tables(at: Layout) -> dict:
     """The analysis tables the report reads, by name (build_sections' arguments)."""
-    a = at.analysis
+    def t(name: str) -> pd.DataFrame:
+        return read_table(at.table(name))
+
     return {
-        "runs": read_table(a / "runs.csv"),
-        "best": read_table(a / "best_lr.csv"),
-        "verdicts": verdict_table(a),
-        "plateau": read_table(a / "plateau.csv"),
-        "info": read_table(a / "information.csv"),
-        "lr_rank": read_table(a / "lr_vs_rank.csv"),
-        "early": read_table(a / "early_curves.csv"),
-        "updates": {name: read_table(a / f"update_{name}.csv") for name in ("shares", "matrices", "overlap")},
-        "layer_table": read_table(a / "layers.csv"),
-        "judged": judged_runs(a),
+        "runs": t("runs.csv"),
+        "best": t("best_lr.csv"),
+        "verdicts": verdict_table(at.analysis),
+        "plateau": t("plateau.csv"),
+        "info": t("information.csv"),
+        "lr_rank": t("lr_vs_rank.csv"),
+        "early": t("early_curves.csv"),
+        "updates": {name: t(f"update_{name}.csv") for name in ("shares", "matrices", "overlap")},
+        "layer_table": t("layers.csv"),
+        "judged": judged_runs(at.analysis),
     }
 
 
@@ -458,10 +463,10 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     out = at.report
     out.mkdir(parents=True, exist_ok=True)
     keys = ["regime", "model", "method", "lr"]
-    curves = read_table(at.analysis / "curves.csv")
+    curves = read_table(at.table("curves.csv"))
     best, runs, updates = t["best"], t["runs"], t["updates"]
     plot_forest(t["verdicts"], out / "forest.png")
-    plot_trajectory(read_table(at.analysis / "trajectory.csv"), out / "trajectory.png")
+    plot_trajectory(read_table(at.table("trajectory.csv")), out / "trajectory.png")
     plot_curves(curves, best[keys], "rl", "mean reward per step", out / "rl_curves.png")
     plot_curves(curves, best[keys], "sft", "training loss (nats/token)", out / "sft_curves.png")
     plot_lr_sweep(runs, out / "lr_sweep.png")
@@ -503,7 +508,7 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
     has_sft_bits = "sft_dataset_bits" in info and info.sft_dataset_bits.notna().any()
     sft_bits = info.sft_dataset_bits.dropna().iloc[0] if has_sft_bits else math.nan
     return [
-        ("The answer", [
+        (SECTIONS["answer"], [
             ("figure", "forest.png"), *findings(verdicts, plateau, judged), ("figure", "trajectory.png"),
             f"Gap = method's test score minus FullFT's, each at its own best learning rate chosen on val, paired by "
             f"seed; {cfg.analysis.confidence:.0%} t interval over seeds. A run's score: {score_words(cfg)}. "
@@ -513,15 +518,15 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
         ]),
         ("Verdicts", [_round(verdicts[show]) if len(verdicts) else "No LoRA-vs-FullFT pairs.",
                       *([_round(plateau)] if len(plateau) else [])]),
-        ("RL learning curves", [("figure", "rl_curves.png")]),
-        ("Learning-rate sweeps", [("figure", "lr_sweep.png"), _round(best)]),
-        ("Learning rate vs rank", [
+        (SECTIONS["rl_curves"], [("figure", "rl_curves.png")]),
+        (SECTIONS["lr_sweep"], [("figure", "lr_sweep.png"), _round(best)]),
+        (SECTIONS["lr_rank"], [
             "Best lr per rank (on val), its ratio to FullFT's best (the original fits found ~10x), and the spread "
             "of LoRA's best lrs across ranks in decades. Early curves: the largest gap between the ranks' mean "
             f"curves over the first {cfg.analysis.early_steps} steps at each lr all ranks ran.",
             ("figure", "lr_vs_rank.png"), _round(lr_rank), _round(early),
         ]),
-        ("Update structure (FullFT)", [
+        (SECTIONS["updates"], [
             "delta = after - before for every weight, FullFT at its best lr. Shares changed: exactly, beyond "
             "atol 1e-5 in fp32, and after a bf16 cast. Rank per matrix by torch.linalg.matrix_rank (fp32); "
             "effective rank = exp(entropy of normalised singular values). Overlap: Jaccard of the changed sets "
@@ -530,15 +535,15 @@ def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early,
             _matrix_summary(updates["matrices"]),
         ]),
         *([("Which layers", [*layer_findings(layer_table), _round(layer_table)])] if len(layer_table) else []),
-        ("SFT loss curves", [("figure", "sft_curves.png")]),
-        ("Information vs capacity", [
+        (SECTIONS["sft_curves"], [("figure", "sft_curves.png")]),
+        (SECTIONS["information"], [
             f"SFT dataset: {sft_bits:,.0f} bits. Capacity line: {cfg.analysis.bits_per_param:g} bits per trainable "
             "parameter (Allen-Zhu & Li). RL bound: cumulative sum over groups of group size × reward entropy.",
             sft_arm_note(info), ("figure", "information.png"), ("figure", "rl_bits.png"), info.round(1),
         ]),
-        *capacity_section(cfg, at.analysis, at.report),
-        *truncation_section(cfg, at.analysis, at.report),
-        *levers_section(cfg, at.analysis, at.report),
+        *capacity_section(cfg, at),
+        *truncation_section(cfg, at),
+        *levers_section(cfg, at),
         ("Base policy", [
             "Pass@1 of each base model on RL train prompts it never saw (the warm-start reads only the task's "
             "warm-up split). The protocol asks for 5-60%: below, RL sees almost no reward variance; above, little "
@@ -579,7 +584,8 @@ def to_markdown(cfg: StudyConfig, sections) -> str:
             if isinstance(b, pd.DataFrame):
                 lines += [b.to_markdown(index=False), ""]
             elif isinstance(b, tuple):
-                lines += [f"![{FIGURES[b[1]]}]({b[1]})", "", f"*{FIGURES[b[1]]}*", ""]
+                caption = FIGURES[b[1]].caption
+                lines += [f"![{caption}]({b[1]})", "", f"*{caption}*", ""]
             else:
                 lines += [b, ""]
     return "\n".join(lines)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
 COMMON = ("__init__.py", "__main__.py", "cli.py", "config.py", "device.py", "gpus.py", "io.py", "launcher.py",
-          "paths.py", "presets.py", "stages.py", "tasks")
+          "outputs.py", "paths.py", "presets.py", "stages.py", "tasks")
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ STAGES: dict[str, Stage] = {
                     ("threads", "cpu_kernels", "device", "dtype", "evaluate", "rollout.max_new_tokens", "tasks.rl",
                      "rl", "analysis", "levers"),
                     ("data", "models", "train", "evaluate", "analysis")),
-    "report": Stage(("report.py", "figures.py"), ("analysis", "capacity", "truncation", "levers"),
+    "report": Stage(("report.py", "figures.py", "render.py"), ("analysis", "capacity", "truncation", "levers"),
                     ("analysis", "updates", "capacity", "truncation", "levers", "rollouts", "models")),
 }
 

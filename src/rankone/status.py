@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rankone.config import RunId, StudyConfig
+from rankone import substudies
 from rankone.paths import Layout
 
 STATES = ("completed", "diverged", "failed", "started", "missing")
@@ -50,20 +51,10 @@ def run_state(at: Layout, run: RunId) -> str:
     return "started" if folder.is_dir() else "missing"
 
 
-def sub_studies(cfg: StudyConfig) -> list[tuple[str, str, StudyConfig, Layout]]:
-    """(label, CLI flag, config, layout) of every capacity and lever sub-study, in a stable order."""
-    from rankone.analysis import capacity_study
-
-    at = Layout(cfg)
-    return [(f"capacity n{n}", f"--capacity {n}", capacity_study(cfg, at, n), at.capacity(n))
-            for n in (cfg.capacity.n_facts if cfg.capacity else [])] + [
-        (f"lever {name}", f"--lever {name}", cfg.lever_study(name), at.lever(name))
-        for name in (cfg.levers.variants if cfg.levers else {})]
-
-
 def grid(cfg: StudyConfig) -> list[RunStatus]:
-    """Every training run of the study and its sub-studies, with its state."""
-    scopes = [("", cfg, Layout(cfg))] + [(label, study, where) for label, _, study, where in sub_studies(cfg)]
+    """Every training run of the study and its sub-studies (rankone.substudies), with its state."""
+    at = Layout(cfg)
+    scopes = [("", cfg, at)] + [(s.label, s.study(cfg, at), s.layout(at)) for s in substudies.of(cfg)]
     out = []
     for label, study, where in scopes:
         if study.awaits_choice:  # its lrs, and so its runs, are not known until select has run

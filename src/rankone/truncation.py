@@ -29,7 +29,7 @@ import torch
 from rankone.analysis import interval
 from rankone.config import RunId, StudyConfig
 from rankone.data import read_split
-from rankone.io import atomic_path, log, provenance, read_table, seed_everything, write_json
+from rankone.io import log, provenance, read_table, seed_everything, write_json
 from rankone.paths import Layout
 from rankone.updates import load_tensors
 
@@ -160,16 +160,13 @@ def summary(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
 
 def run(cfg: StudyConfig, at: Layout) -> None:
     started = time.time()
-    best = read_table(at.analysis / "best_lr.csv")
+    best = read_table(at.table("best_lr.csv"))
     rows = []
     for model in cfg.models:
         runs = [r for r in fullft_rl_runs(cfg) if r.model == model]
         rows += score_runs(cfg, at, model, runs, cfg.truncation.ranks)
     df = table(rows, best)
-    with atomic_path(at.analysis / "truncation.csv") as tmp:
-        df.to_csv(tmp, index=False)
-    with atomic_path(at.analysis / "truncation_summary.csv") as tmp:
-        summary(df, cfg.analysis.confidence).to_csv(tmp, index=False)
-    write_json(at.analysis / "truncation.json",
+    at.write_tables({"truncation.csv": df, "truncation_summary.csv": summary(df, cfg.analysis.confidence)})
+    write_json(at.table("truncation.json"),
                {"runs": len(df.groupby(["model", "lr", "seed"])), "provenance": provenance(cfg, "truncation", None,
                                                                                             started, "rl")})

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from rankone.config import RunId, StudyConfig
-from rankone.io import atomic_path, read_table
+from rankone.io import read_table
 from rankone.paths import Layout
 
 ATOL = 1e-5
@@ -85,7 +85,7 @@ def fullft_runs(cfg: StudyConfig, best: pd.DataFrame) -> list[RunId]:
 
 
 def run(cfg: StudyConfig, at: Layout) -> None:
-    best = read_table(at.analysis / "best_lr.csv")
+    best = read_table(at.table("best_lr.csv"))
     shares, matrices, masks = [], [], {}
     bases: dict[str, dict[str, torch.Tensor]] = {}
     for r in fullft_runs(cfg, best):
@@ -115,8 +115,5 @@ def run(cfg: StudyConfig, at: Layout) -> None:
             observed, chance = jaccard(masks[(regime, model, a)], masks[(regime, model, b)])
             overlaps.append({"regime": regime, "model": model, "seed_a": a, "seed_b": b,
                              "jaccard": observed, "jaccard_chance": chance})
-    out = at.analysis
-    for name, rows in (("update_shares.csv", shares), ("update_matrices.csv", matrices),
-                       ("update_overlap.csv", overlaps)):
-        with atomic_path(out / name) as tmp:
-            pd.DataFrame(rows).to_csv(tmp, index=False)
+    at.write_tables({name: pd.DataFrame(rows) for name, rows in (
+        ("update_shares.csv", shares), ("update_matrices.csv", matrices), ("update_overlap.csv", overlaps))})

@@ -5,7 +5,7 @@ checkpoint select:
         train=run_files("train", "run.json"),
         evaluate=evaluation_files(),
     output:
-        best=f"{RESULTS}/analysis/best_lr.csv",
+        best=table_path("best_lr.csv"),
     log:
         f"{RESULTS}/logs/select.log",
     conda:
@@ -23,21 +23,21 @@ rule analysis:
     input:
         train=run_files("train", "run.json"),
         evaluate=evaluation_files(),
-        best=f"{RESULTS}/analysis/best_lr.csv",
+        best=table_path("best_lr.csv"),
         confirm_train=confirm_files("train"),
         confirm_evaluate=confirm_files("evaluate"),
     output:
-        runs=f"{RESULTS}/analysis/runs.csv",
-        curves=f"{RESULTS}/analysis/curves.csv",
-        checkpoints=f"{RESULTS}/analysis/checkpoints.csv",
-        trajectory=f"{RESULTS}/analysis/trajectory.csv",
-        verdicts=f"{RESULTS}/analysis/verdicts.csv",
-        information=f"{RESULTS}/analysis/information.csv",
-        lr_vs_rank=f"{RESULTS}/analysis/lr_vs_rank.csv",
-        early_curves=f"{RESULTS}/analysis/early_curves.csv",
-        layers=f"{RESULTS}/analysis/layers.csv",
-        plateau=f"{RESULTS}/analysis/plateau.csv",
-        summary=f"{RESULTS}/analysis/summary.json",
+        runs=table_path("runs.csv"),
+        curves=table_path("curves.csv"),
+        checkpoints=table_path("checkpoints.csv"),
+        trajectory=table_path("trajectory.csv"),
+        verdicts=table_path("verdicts.csv"),
+        information=table_path("information.csv"),
+        lr_vs_rank=table_path("lr_vs_rank.csv"),
+        early_curves=table_path("early_curves.csv"),
+        layers=table_path("layers.csv"),
+        plateau=table_path("plateau.csv"),
+        summary=table_path("summary.json"),
     log:
         f"{RESULTS}/logs/analysis.log",
     conda:

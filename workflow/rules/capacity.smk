@@ -45,12 +45,12 @@ rule capacity:
     input:
         train=capacity_files("train"),
         evaluate=capacity_files("evaluate"),
-        information=f"{RESULTS}/analysis/information.csv",
+        information=table_path("information.csv"),
     output:
-        table=f"{RESULTS}/analysis/capacity.csv",
-        falloff=f"{RESULTS}/analysis/capacity_falloff.csv",
-        chart=f"{RESULTS}/analysis/capacity_chart.csv",
-        crossover=f"{RESULTS}/analysis/crossover.csv",
+        table=table_path("capacity.csv"),
+        falloff=table_path("capacity_falloff.csv"),
+        chart=table_path("capacity_chart.csv"),
+        crossover=table_path("crossover.csv"),
     log:
         f"{RESULTS}/logs/capacity.log",
     conda:

@@ -4,7 +4,7 @@
 import functools
 from pathlib import Path
 
-from rankone.analysis import chosen
+from rankone import substudies
 from rankone.cli import write_resolved
 from rankone.cluster import check_slurm_controller
 from rankone.config import (
@@ -13,7 +13,9 @@ from rankone.config import (
     layered_files,
     validate as validate_study,
 )
+from rankone.figures import drawn
 from rankone.io import InputError
+from rankone.outputs import EXPERIMENTS, experiment_tables, section
 from rankone.paths import Layout
 from rankone.stages import config_digest, source_digest
 
@@ -147,63 +149,42 @@ def seed_outputs(root, seeds, name):
     )
 
 
-CAPACITY_CHOSEN = bool(STUDY.capacity) and STUDY.capacity.learning_rates == "chosen"
+CAPACITY_CHOSEN = substudies.SubStudy("capacity", "").waits_for_select(STUDY)
 
 
-def capacity_study(n_facts):
-    """The capacity sub-study at one size; with `learning_rates: chosen`, once the select
-    checkpoint has chosen its lrs (until then Snakemake defers the jobs that ask)."""
-    if not CAPACITY_CHOSEN:
-        return _capacity_study(int(n_facts))
-    checkpoints.select.get()
-    return STUDY.capacity_study(int(n_facts), chosen(LAYOUT))
+def sub_study(part, runs=True):
+    """A sub-study's config (rankone.substudies). One whose runs take the select stage's lrs asks
+    the select checkpoint first (until it has run, Snakemake defers the jobs that ask); without
+    `runs`, a capacity sub-study without its lrs: enough for its data."""
+    if part.waits_for_select(STUDY) and (runs or part.kind == "confirm"):
+        checkpoints.select.get()
+        return part.study(STUDY, LAYOUT)
+    return _settled_study(part, runs)
 
 
 @functools.cache
-def _capacity_study(n_facts):
-    return STUDY.capacity_study(n_facts)
+def _settled_study(part, runs):
+    return part.study(STUDY, LAYOUT, with_runs=runs)
 
 
 def capacity_best(wildcards):
     """The select checkpoint's table, for capacity jobs that run at its lrs (they read it)."""
-    return [f"{RESULTS}/analysis/best_lr.csv"] if CAPACITY_CHOSEN else []
-
-
-@functools.cache
-def lever_study(name):
-    return STUDY.lever_study(name)
-
-
-def confirm_study(regime):
-    """A regime's confirmation sub-study, once the select checkpoint has chosen its lrs (until
-    then Snakemake defers the jobs that ask)."""
-    checkpoints.select.get()
-    return STUDY.confirm_study(chosen(LAYOUT), regime)
+    return [table_path("best_lr.csv")] if CAPACITY_CHOSEN else []
 
 
 def scope(wildcards, runs=True):
     """(study, results root) of a job: the study's, or with an n_facts, lever or confirm
-    wildcard that capacity, lever or confirmation sub-study's (without `runs`, a capacity
-    sub-study that has not chosen its lrs yet: enough for its data)."""
-    if "confirm" in wildcards.keys():
-        return confirm_study(wildcards.regime), CONFIRM.format(confirm="confirm")
-    if "n_facts" in wildcards.keys():
-        study = capacity_study if runs else _capacity_study
-        return study(int(wildcards.n_facts)), CAPACITY.format(n_facts=wildcards.n_facts)
-    if "lever" in wildcards.keys():
-        return lever_study(wildcards.lever), LEVER.format(lever=wildcards.lever)
-    return STUDY, RESULTS
+    wildcard that capacity, lever or confirmation sub-study's."""
+    part = substudies.from_wildcards(wildcards)
+    if part is None:
+        return STUDY, RESULTS
+    return sub_study(part, runs), str(part.layout(LAYOUT).root)
 
 
 def scope_flag(wildcards):
     """The CLI flag that puts a job in its sub-study (empty for the study's own jobs)."""
-    if "n_facts" in wildcards.keys():
-        return f" --capacity {wildcards.n_facts}"
-    if "lever" in wildcards.keys():
-        return f" --lever {wildcards.lever}"
-    if "confirm" in wildcards.keys():
-        return " --confirm"
-    return ""
+    part = substudies.from_wildcards(wildcards)
+    return "" if part is None else f" {part.flag}"
 
 
 def cell_id(wildcards):
@@ -260,10 +241,11 @@ def fullft_weights(regime=None):
     ]
 
 
-def sub_study_files(stage, studies):
-    """run.json of every run (train), or each evaluation (evaluate), of (study, root) pairs."""
+def sub_study_files(stage, parts):
+    """run.json of every run (train), or each evaluation (evaluate), of sub-studies `parts`."""
     files = []
-    for study, root in studies:
+    for part in parts:
+        study, root = sub_study(part), str(part.layout(LAYOUT).root)
         if stage == "train":
             files += run_files("train", "run.json", study, root)
         else:
@@ -275,10 +257,7 @@ def capacity_files(stage):
     """An input function: the capacity runs' run.json (train) or evaluations (evaluate)."""
 
     def files(wildcards):
-        sizes = STUDY.capacity.n_facts if STUDY.capacity else []
-        return sub_study_files(
-            stage, [(capacity_study(n), CAPACITY.format(n_facts=n)) for n in sizes]
-        )
+        return sub_study_files(stage, parts_of_kind("capacity"))
 
     return files
 
@@ -288,95 +267,55 @@ def confirm_files(stage):
     without a confirmation section."""
 
     def files(wildcards):
-        root = CONFIRM.format(confirm="confirm")
-        return sub_study_files(
-            stage, [(confirm_study(g), root) for g in STUDY.confirmed_regimes()]
-        )
+        parts = [substudies.SubStudy("confirm", g) for g in STUDY.confirmed_regimes()]
+        return sub_study_files(stage, parts)
 
     return files
 
 
 def lever_files(stage):
-    names = STUDY.levers.variants if STUDY.levers else {}
-    return sub_study_files(
-        stage, [(lever_study(n), LEVER.format(lever=n)) for n in names]
-    )
+    return sub_study_files(stage, parts_of_kind("lever"))
 
 
-# The optional experiments, each under the config section that turns it on: the tables its
-# stage writes under analysis/ (which the report reads) and the report's figures for it.
-OPTIONAL = {
-    "capacity": {
-        "tables": (
-            "capacity.csv",
-            "capacity_falloff.csv",
-            "capacity_chart.csv",
-            "crossover.csv",
-        ),
-        "figures": ("capacity", "capacity_falloff", "crossover"),
-    },
-    "truncation": {
-        "tables": ("truncation.csv", "truncation_summary.csv", "truncation.json"),
-        "figures": ("truncation",),
-    },
-    "levers": {
-        "tables": (
-            "levers.csv",
-            "levers_efficiency.csv",
-            "levers_pass_at_k.csv",
-            "levers_calibration.csv",
-        ),
-        # Calibration over training: only where the RL task states a confidence.
-        "figures": ("levers", "levers_pass_at_k")
-        + (
-            ("levers_calibration",)
-            if "rl" in STUDY.tasks and STUDY.tasks["rl"].confidence
-            else ()
-        ),
-    },
-}
+def parts_of_kind(kind):
+    """The study's capacity or lever sub-studies (rankone.substudies.of)."""
+    return [part for part in substudies.of(STUDY) if part.kind == kind]
 
 
-def enabled(section):
-    return getattr(STUDY, section) is not None
+def table_path(name):
+    """A table's path: in the results folder of the stage module that writes it (rankone.outputs)."""
+    return str(LAYOUT.table(name))
 
 
 def optional_tables():
     """Every enabled optional experiment's tables (none without their config sections)."""
     return [
-        f"{RESULTS}/analysis/{name}"
-        for section, parts in OPTIONAL.items()
-        if enabled(section)
-        for name in parts["tables"]
+        table_path(name)
+        for experiment in EXPERIMENTS
+        if getattr(STUDY, experiment) is not None
+        for name in experiment_tables(experiment)
     ]
 
 
-def optional_figures(section, category):
-    """An optional experiment's figures as report() outputs (none when the config has no `section`)."""
-    if not enabled(section):
-        return {}
+def report_figures():
+    """The report's figures for this study (rankone.figures.drawn) as report() outputs, captioned
+    and filed under their report section from the registry (rankone.outputs)."""
     return {
-        name: report(
-            f"{REPORT}/{name}.png",
-            caption=f"../report/{name}.rst",
-            category=category,
+        Path(name).stem: report(
+            f"{REPORT}/{name}",
+            caption=f"../report/{Path(name).stem}.rst",
+            category=section(name),
         )
-        for name in OPTIONAL[section]["figures"]
+        for name in drawn(STUDY)
     }
 
 
 def report_files():
-    """What `all` asks for: the report pages, and each optional experiment's figures and
-    tables by name (Snakemake reruns a finished report only for outputs someone requests,
-    so adding `truncation:` to a finished study would otherwise do nothing)."""
-    figures = [
-        f"{REPORT}/{name}.png"
-        for section, parts in OPTIONAL.items()
-        if enabled(section)
-        for name in parts["figures"]
-    ]
+    """What `all` asks for: the report pages, and each figure and optional table by name
+    (Snakemake reruns a finished report only for outputs someone requests, so adding
+    `truncation:` to a finished study would otherwise do nothing)."""
     pages = [f"{REPORT}/{name}" for name in ("report.md", "report.html")]
-    return pages + figures + optional_tables()
+    return pages + [f"{REPORT}/{name}" for name in drawn(STUDY)] + optional_tables()
 
 
 check_plan()

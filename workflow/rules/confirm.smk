@@ -10,7 +10,7 @@ use rule train as confirm_train_rl with:
     input:
         model=f"{RESULTS}/models/{{model}}",
         data=data_inputs,
-        best=f"{RESULTS}/analysis/best_lr.csv",
+        best=table_path("best_lr.csv"),
     output:
         metrics=seed_outputs(CONFIRM, CONFIRM_SEEDS["rl"], "metrics.jsonl"),
         timings=seed_outputs(CONFIRM, CONFIRM_SEEDS["rl"], "timings.jsonl"),
@@ -27,7 +27,7 @@ use rule train as confirm_train_sft with:
     input:
         model=f"{RESULTS}/models/{{model}}",
         data=data_inputs,
-        best=f"{RESULTS}/analysis/best_lr.csv",
+        best=table_path("best_lr.csv"),
     output:
         metrics=seed_outputs(CONFIRM, CONFIRM_SEEDS["sft"], "metrics.jsonl"),
         timings=seed_outputs(CONFIRM, CONFIRM_SEEDS["sft"], "timings.jsonl"),
@@ -45,7 +45,7 @@ use rule evaluate as confirm_evaluate with:
         model=f"{RESULTS}/models/{{model}}",
         data=data_inputs,
         runs=method_runs,
-        best=f"{RESULTS}/analysis/best_lr.csv",
+        best=table_path("best_lr.csv"),
     output:
         f"{CONFIRM}/evaluate/{{regime}}/{{model}}/{{method}}/metrics.jsonl",
     log:

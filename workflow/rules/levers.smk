@@ -36,15 +36,15 @@ rule levers:
     input:  # run.json is written last, after the weights
         train=lever_files("train"),
         evaluate=lever_files("evaluate"),
-        analysis=f"{RESULTS}/analysis/runs.csv",
-        best=f"{RESULTS}/analysis/best_lr.csv",
+        analysis=table_path("runs.csv"),
+        best=table_path("best_lr.csv"),
         models=expand(f"{RESULTS}/models/{{model}}", model=STUDY.models),
         test=f"{RESULTS}/data/rl/test.parquet",
     output:
-        table=f"{RESULTS}/analysis/levers.csv",
-        efficiency=f"{RESULTS}/analysis/levers_efficiency.csv",
-        pass_at_k=f"{RESULTS}/analysis/levers_pass_at_k.csv",
-        calibration=f"{RESULTS}/analysis/levers_calibration.csv",
+        table=table_path("levers.csv"),
+        efficiency=table_path("levers_efficiency.csv"),
+        pass_at_k=table_path("levers_pass_at_k.csv"),
+        calibration=table_path("levers_calibration.csv"),
     log:
         f"{RESULTS}/logs/levers.log",
     conda:

@@ -4,14 +4,14 @@
 
 rule truncation:
     input:
-        best=f"{RESULTS}/analysis/best_lr.csv",
+        best=table_path("best_lr.csv"),
         models=expand(f"{RESULTS}/models/{{model}}", model=STUDY.models),
         test=f"{RESULTS}/data/rl/test.parquet",
         weights=fullft_weights("rl"),
     output:
-        table=f"{RESULTS}/analysis/truncation.csv",
-        summary=f"{RESULTS}/analysis/truncation_summary.csv",
-        provenance=f"{RESULTS}/analysis/truncation.json",
+        table=table_path("truncation.csv"),
+        summary=table_path("truncation_summary.csv"),
+        provenance=table_path("truncation.json"),
     log:
         f"{RESULTS}/logs/truncation.log",
     conda:

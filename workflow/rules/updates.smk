@@ -1,12 +1,12 @@
 rule updates:
     input:
-        best=f"{RESULTS}/analysis/best_lr.csv",
+        best=table_path("best_lr.csv"),
         models=expand(f"{RESULTS}/models/{{model}}", model=STUDY.models),
         weights=fullft_weights(),
     output:
-        shares=f"{RESULTS}/analysis/update_shares.csv",
-        matrices=f"{RESULTS}/analysis/update_matrices.csv",
-        overlap=f"{RESULTS}/analysis/update_overlap.csv",
+        shares=table_path("update_shares.csv"),
+        matrices=table_path("update_matrices.csv"),
+        overlap=table_path("update_overlap.csv"),
     log:
         f"{RESULTS}/logs/updates.log",
     conda:
