@@ -90,6 +90,7 @@ benchmark: env
 
 lint: env
 	ruff check .
+	ruff format --check .
 	lint-imports
 	snakemake --lint
 	snakefmt --check .

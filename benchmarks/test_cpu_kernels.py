@@ -26,11 +26,18 @@ def test_train_job_time_per_cpu_kernel_set(benchmark, fresh_study, kernels):  # 
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 
     def train() -> None:
-        subprocess.run([sys.executable, "-m", "rankone", "train", "--config", str(config), "--run", CELL],
-                       cwd=where, env=env, check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "rankone", "train", "--config", str(config), "--run", CELL],
+            cwd=where,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
 
     benchmark.pedantic(train, rounds=3, iterations=1)
     SECONDS[kernels] = benchmark.stats.stats.median
     if len(SECONDS) == 2:
-        print(f"\n{CELL}: pinned AVX2 {SECONDS['avx2']:.2f} s, native {SECONDS['native']:.2f} s "
-              f"(pinned / native {SECONDS['avx2'] / SECONDS['native']:.2f})")
+        print(
+            f"\n{CELL}: pinned AVX2 {SECONDS['avx2']:.2f} s, native {SECONDS['native']:.2f} s "
+            f"(pinned / native {SECONDS['avx2'] / SECONDS['native']:.2f})"
+        )

@@ -61,12 +61,19 @@ def test_rl_update_memory(benchmark, smollm2, method, micro_batch):
     cfg, at, _ = smollm2
 
     def step() -> dict:
-        out = subprocess.run([sys.executable, "-c", STEP, str(at.model("smollm2-135m")), method, str(micro_batch)],
-                             capture_output=True, text=True, cwd=ROOT, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", STEP, str(at.model("smollm2-135m")), method, str(micro_batch)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=True,
+        )
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     result = benchmark.pedantic(step, rounds=1, iterations=1)
     benchmark.extra_info.update(result)
     RESULTS[(method, micro_batch)] = result
-    print(f"\n{method} micro_batch={micro_batch or 'none'}: update {result['seconds']:.2f} s, "
-          f"peak RSS {result['peak_rss_mib']:.0f} MiB, of which the update {result['step_rss_mib']:.0f} MiB")
+    print(
+        f"\n{method} micro_batch={micro_batch or 'none'}: update {result['seconds']:.2f} s, "
+        f"peak RSS {result['peak_rss_mib']:.0f} MiB, of which the update {result['step_rss_mib']:.0f} MiB"
+    )

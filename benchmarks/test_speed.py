@@ -58,8 +58,12 @@ def test_sampling_tokens_per_second(benchmark, tmp_path, model_name, engine_name
     engine.close()
 
 
-REAL = validate({**yaml.safe_load((ROOT / "config/default.yaml").read_text()),
-                 **yaml.safe_load((ROOT / "config/experiments/real-cpu.yaml").read_text())})
+REAL = validate(
+    {
+        **yaml.safe_load((ROOT / "config/default.yaml").read_text()),
+        **yaml.safe_load((ROOT / "config/experiments/real-cpu.yaml").read_text()),
+    }
+)
 
 
 @pytest.mark.parametrize("engine_name", ["hf", "vllm"])
@@ -114,14 +118,20 @@ def test_train_job_processes(benchmark, study, tmp_path, jobs):
     instead of once per seed. Compare the two means of this run."""
     cfg, _ = study
     config = tmp_path / "cell.yaml"
-    config.write_text(yaml.safe_dump(smoke_dict(results_dir=cfg.results_dir, experiment=cfg.experiment,
-                                                seeds=SEEDS, rl={"steps": 40})))
+    config.write_text(
+        yaml.safe_dump(
+            smoke_dict(results_dir=cfg.results_dir, experiment=cfg.experiment, seeds=SEEDS, rl={"steps": 40})
+        )
+    )
     runs = [CELL] if jobs == "process per cell" else [f"{CELL}/seed{s}" for s in SEEDS]
 
     def train():
         for run in runs:
-            subprocess.run([sys.executable, "-m", "rankone", "train", "--config", str(config), "--run", run],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "rankone", "train", "--config", str(config), "--run", run],
+                check=True,
+                capture_output=True,
+            )
 
     benchmark.pedantic(train, rounds=2, warmup_rounds=0)
     benchmark.extra_info["processes"] = len(runs)

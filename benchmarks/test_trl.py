@@ -56,8 +56,14 @@ def study(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("default")
     raw = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
-    cfg = validate({**raw, "results_dir": str(root / "results"), "reports_dir": str(root / "reports"),
-                    "models": ["qwen3-tiny", "llama-tiny"]})
+    cfg = validate(
+        {
+            **raw,
+            "results_dir": str(root / "results"),
+            "reports_dir": str(root / "reports"),
+            "models": ["qwen3-tiny", "llama-tiny"],
+        }
+    )
     at = Layout(cfg)
     for regime in cfg.regimes:
         data.build(cfg, regime, at.data(regime))
@@ -72,12 +78,21 @@ MEDIANS: dict[tuple, float] = {}  # median step seconds by (trainer or model, me
 def bench_config(cfg, steps: int = STEPS, prompts: int = PROMPTS, group: int = GROUP, tokens: int = TOKENS):
     """`cfg` at one thread, `steps` RL steps of `prompts` x `group` samples of up to `tokens` new
     tokens at temperature 1, logged once, never checkpointed."""
-    return cfg.model_copy(update={
-        "threads": 1,
-        "rl": cfg.rl.model_copy(update={"steps": steps, "prompts_per_step": prompts, "group_size": group,
-                                        "log_every": steps, "checkpoint_every": 10 * steps}),
-        "rollout": cfg.rollout.model_copy(update={"max_new_tokens": tokens, "temperature": 1.0}),
-    })
+    return cfg.model_copy(
+        update={
+            "threads": 1,
+            "rl": cfg.rl.model_copy(
+                update={
+                    "steps": steps,
+                    "prompts_per_step": prompts,
+                    "group_size": group,
+                    "log_every": steps,
+                    "checkpoint_every": 10 * steps,
+                }
+            ),
+            "rollout": cfg.rollout.model_copy(update={"max_new_tokens": tokens, "temperature": 1.0}),
+        }
+    )
 
 
 def learned(rewards: list[float]) -> dict:
@@ -89,8 +104,10 @@ def step_medians(out: Path, warmup: int) -> tuple[float, float]:
     """Median seconds of a whole step and of its update (the step less sampling, scoring and the
     learner's forward: backward, optimizer, logging), after `warmup` steps."""
     timings = [json.loads(line) for line in (out / "timings.jsonl").read_text().splitlines()][warmup:]
-    return (statistics.median(t["seconds"] for t in timings),
-            statistics.median(t["seconds"] - t["sample_seconds"] for t in timings))
+    return (
+        statistics.median(t["seconds"] for t in timings),
+        statistics.median(t["seconds"] - t["sample_seconds"] for t in timings),
+    )
 
 
 def lora_over_fullft(benchmark, key: str, method: str, step: float, update: float) -> None:
@@ -114,8 +131,12 @@ def test_rankone_rl_step(benchmark, study, tmp_path, model, method):
     benchmark.pedantic(train, rounds=1, iterations=1)
     rewards = [json.loads(line)["reward"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     step, update = step_medians(out, WARMUP)
-    benchmark.extra_info.update(median_step_seconds=step, median_update_seconds=update,
-                                whole_run_seconds=benchmark.stats.stats.median, **learned(rewards))
+    benchmark.extra_info.update(
+        median_step_seconds=step,
+        median_update_seconds=update,
+        whole_run_seconds=benchmark.stats.stats.median,
+        **learned(rewards),
+    )
     lora_over_fullft(benchmark, "rankone" if model == "qwen3-tiny" else model, method, step, update)
     assert learned(rewards)["learned"], rewards
 
@@ -130,12 +151,14 @@ def test_real_checkpoint_rl_step(benchmark, smollm2, tmp_path, method):
 
     cfg, at, _ = smollm2
     cfg = bench_config(cfg, steps=5, prompts=2, group=4, tokens=16)
-    real_cpu = validate(layered_files([ROOT / "config" / "default.yaml",
-                                       ROOT / "config" / "experiments" / "real-cpu.yaml"]))
+    real_cpu = validate(
+        layered_files([ROOT / "config" / "default.yaml", ROOT / "config" / "experiments" / "real-cpu.yaml"])
+    )
     run = RunId("rl", "smollm2-135m", method, min(real_cpu.lr_grid("rl", method)), 0)
     out = tmp_path / "run"
-    benchmark.pedantic(lambda: TRAINERS["rl"](cfg, run, at.model(run.model), at.data("rl"), out), rounds=1,
-                       iterations=1)
+    benchmark.pedantic(
+        lambda: TRAINERS["rl"](cfg, run, at.model(run.model), at.data("rl"), out), rounds=1, iterations=1
+    )
     step, update = step_medians(out, 1)
     benchmark.extra_info.update(median_step_seconds=step, median_update_seconds=update)
     lora_over_fullft(benchmark, "smollm2-135m", method, step, update)
@@ -173,10 +196,25 @@ def test_trl_grpo_step(benchmark, study, tmp_path, method):
 
     times = StepTimes()
     args = trl.GRPOConfig(
-        output_dir=str(tmp_path / "trl"), per_device_train_batch_size=PROMPTS * GROUP, num_generations=GROUP,
-        max_completion_length=TOKENS, temperature=1.0, beta=0.0, scale_rewards="none", loss_type="dapo",
-        learning_rate=LR[method], lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_steps=STEPS,
-        logging_steps=1, report_to="none", save_strategy="no", use_cpu=True, seed=0, disable_tqdm=True,
+        output_dir=str(tmp_path / "trl"),
+        per_device_train_batch_size=PROMPTS * GROUP,
+        num_generations=GROUP,
+        max_completion_length=TOKENS,
+        temperature=1.0,
+        beta=0.0,
+        scale_rewards="none",
+        loss_type="dapo",
+        learning_rate=LR[method],
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_steps=STEPS,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
         dataloader_num_workers=0,
     )
     peft_config = None
@@ -185,18 +223,24 @@ def test_trl_grpo_step(benchmark, study, tmp_path, method):
 
         peft_config = LoraConfig(r=1, lora_alpha=cfg.lora.alpha, target_modules="all-linear", lora_dropout=0.0)
     trainer = trl.GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(at.model("qwen3-tiny"), dtype="float32"), reward_funcs=reward,
-        args=args, train_dataset=Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows]),
-        processing_class=AutoTokenizer.from_pretrained(at.model("qwen3-tiny")), peft_config=peft_config,
+        model=AutoModelForCausalLM.from_pretrained(at.model("qwen3-tiny"), dtype="float32"),
+        reward_funcs=reward,
+        args=args,
+        train_dataset=Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows]),
+        processing_class=AutoTokenizer.from_pretrained(at.model("qwen3-tiny")),
+        peft_config=peft_config,
         callbacks=[times],
     )
     benchmark.pedantic(trainer.train, rounds=1, iterations=1)
     MEDIANS["trl", method] = median = statistics.median(times.seconds[WARMUP:])
     # The callback's clock and the whole run disagree (generation may fall outside the callback's
     # step): record the whole run's wall time and TRL's own logged step time beside it.
-    benchmark.extra_info.update(median_step_seconds=median, whole_run_seconds=benchmark.stats.stats.median,
-                                trl_logged_median_step_seconds=statistics.median(times.logged[WARMUP:])
-                                if len(times.logged) > WARMUP else None, **learned(times.rewards))
+    benchmark.extra_info.update(
+        median_step_seconds=median,
+        whole_run_seconds=benchmark.stats.stats.median,
+        trl_logged_median_step_seconds=statistics.median(times.logged[WARMUP:]) if len(times.logged) > WARMUP else None,
+        **learned(times.rewards),
+    )
     if ("rankone", method) in MEDIANS:
         benchmark.extra_info["rankone_over_trl_step"] = MEDIANS["rankone", method] / median
     assert learned(times.rewards)["learned"], times.rewards
@@ -222,8 +266,9 @@ def test_model_work_of_one_rl_step(benchmark, study):
     advantages_B = torch.linspace(-1, 1, PROMPTS * GROUP)
 
     def learner_forward():
-        return completion_logprobs(model, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C,
-                                   samples.completion_mask_B_C)
+        return completion_logprobs(
+            model, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C, samples.completion_mask_B_C
+        )
 
     def timed(part, setup=lambda: None, reps=50):
         seconds = []
@@ -254,8 +299,11 @@ def test_model_work_of_one_rl_step(benchmark, study):
 
     benchmark.pedantic(measure, rounds=1, iterations=1)
     floor = sum(parts.values())
-    benchmark.extra_info.update({f"{k}_seconds": v for k, v in parts.items()}, model_work_seconds=floor,
-                                sampled_tokens_per_row=samples.completion_B_C.shape[1])
+    benchmark.extra_info.update(
+        {f"{k}_seconds": v for k, v in parts.items()},
+        model_work_seconds=floor,
+        sampled_tokens_per_row=samples.completion_B_C.shape[1],
+    )
     if ("rankone", "fullft") in MEDIANS:
         benchmark.extra_info["rankone_overhead_seconds"] = MEDIANS["rankone", "fullft"] - floor
     if ("trl", "fullft") in MEDIANS:

@@ -23,9 +23,16 @@ from rankone.models.build import build
 from rankone.paths import Layout
 
 ROOT = Path(__file__).resolve().parents[1]
-RGYM = {"name": "reasoning-gym", "params": {
-    "dataset": "basic_arithmetic", "n_train": 16, "n_val": 4, "n_test": 4,
-    "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1, "operators": ["+"]}}}
+RGYM = {
+    "name": "reasoning-gym",
+    "params": {
+        "dataset": "basic_arithmetic",
+        "n_train": 16,
+        "n_val": 4,
+        "n_test": 4,
+        "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1, "operators": ["+"]},
+    },
+}
 
 
 def smoke_dict(**overrides) -> dict:
@@ -70,11 +77,21 @@ def fresh_study(study, tmp_path):
 
 def real_config(tmp_path, **overrides) -> dict:
     """The smoke study on SmolLM2 and reasoning-gym, RL only, at a few steps."""
-    return smoke_dict(**{
-        "results_dir": str(tmp_path / "results"), "models": ["smollm2-135m"], "regimes": ["rl"],
-        "tasks": {"rl": RGYM}, "methods": ["fullft", "lora-r1"], "capacity": None, "truncation": None,
-        "levers": None, "rollout": {"engine": "hf", "n_prompts": 4, "samples_per_prompt": 2, "max_new_tokens": 8},
-        "rl": {"steps": 2, "prompts_per_step": 2, "group_size": 2, "log_every": 1}, **overrides})
+    return smoke_dict(
+        **{
+            "results_dir": str(tmp_path / "results"),
+            "models": ["smollm2-135m"],
+            "regimes": ["rl"],
+            "tasks": {"rl": RGYM},
+            "methods": ["fullft", "lora-r1"],
+            "capacity": None,
+            "truncation": None,
+            "levers": None,
+            "rollout": {"engine": "hf", "n_prompts": 4, "samples_per_prompt": 2, "max_new_tokens": 8},
+            "rl": {"steps": 2, "prompts_per_step": 2, "group_size": 2, "log_every": 1},
+            **overrides,
+        }
+    )
 
 
 def shared_dir(tmp_path_factory, name: str) -> Path:
@@ -114,14 +131,30 @@ def copy_workflow(workdir: Path) -> Path:
     return workdir
 
 
-def snakemake(workdir: Path, *args: str, configs=("config/smoke.yaml",), cores: bool = True,
-              env: dict | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path,
+    *args: str,
+    configs=("config/smoke.yaml",),
+    cores: bool = True,
+    env: dict | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess:
     """Real Snakemake in `workdir` (two local cores unless `cores` is False, for a cluster profile)."""
     env = venv_env(**(env or {}))
     return subprocess.run(
-        [sys.executable, "-m", "snakemake", *(["--cores", "2"] if cores else []),
-         *(["--configfile", *configs] if configs else []), *args],
-        cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout,
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            *(["--cores", "2"] if cores else []),
+            *(["--configfile", *configs] if configs else []),
+            *args,
+        ],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -150,8 +183,10 @@ def runs_dir() -> Path | None:
 # its training, its evaluation), every job through sbatch. The whole smoke study runs locally.
 SLURM_TARGET = "results/smoke/evaluate/rl/llama-tiny/lora-r1/metrics.jsonl"
 # A rule whose job fails, sent through SLURM with the session (tests/test_slurm.py checks how the run ends).
-BROKEN_RULE = ('rule broken:\n    output: "never.txt"\n    log: "broken.log"\n'
-               '    shell: "echo rankone-test: deliberate failure > {log}; exit 3"\n')
+BROKEN_RULE = (
+    'rule broken:\n    output: "never.txt"\n    log: "broken.log"\n'
+    '    shell: "echo rankone-test: deliberate failure > {log}; exit 3"\n'
+)
 
 
 def start_snakemake(name: str, workdir: Path, *args: str) -> None:
@@ -160,8 +195,9 @@ def start_snakemake(name: str, workdir: Path, *args: str) -> None:
     (runs / f"{name}.path").write_text(str(workdir))
     command = [sys.executable, "-m", "snakemake", *args]
     wrapper = f'"$@" 2> snakemake.log; echo $? > {runs / f"{name}.rc"}'
-    BACKGROUND[name] = subprocess.Popen(["sh", "-c", wrapper, "sh", *command], cwd=workdir, env=venv_env(),
-                                        stdout=subprocess.DEVNULL)
+    BACKGROUND[name] = subprocess.Popen(
+        ["sh", "-c", wrapper, "sh", *command], cwd=workdir, env=venv_env(), stdout=subprocess.DEVNULL
+    )
 
 
 def started(name: str) -> bool:
@@ -230,15 +266,18 @@ def start_slurm() -> None:
     missing = [] if os.geteuid() == 0 else ["root"]
     missing += [tool for tool in ("slurmctld", "slurmd", "munged", "sbatch", "scontrol") if not shutil.which(tool)]
     if missing:
-        raise pytest.UsageError(f"RANKONE_SLURM=1 but {', '.join(missing)} missing "
-                                "(scripts/local-slurm install, as root)")
+        raise pytest.UsageError(
+            f"RANKONE_SLURM=1 but {', '.join(missing)} missing (scripts/local-slurm install, as root)"
+        )
     if not importlib.util.find_spec("snakemake_executor_plugin_slurm"):
         raise pytest.UsageError("RANKONE_SLURM=1 but the SLURM executor plugin is not installed (make slurm-env)")
     up = local_slurm("start")
     if up.returncode != 0:
         raise pytest.UsageError(f"scripts/local-slurm start failed: {up.stderr}{up.stdout}")
-    pids = {name: int((where / f"{name}.pid").read_text()) for name, where in
-            (("slurmctld", SLURM_STATE), ("slurmd", SLURM_STATE), ("munged", Path("/run/munge")))}
+    pids = {
+        name: int((where / f"{name}.pid").read_text())
+        for name, where in (("slurmctld", SLURM_STATE), ("slurmd", SLURM_STATE), ("munged", Path("/run/munge")))
+    }
     (runs_dir() / "slurm.json").write_text(json.dumps(pids))
     start_study("slurm", SLURM_TARGET, *SLURM_PROFILE)
     broken = Path(tempfile.mkdtemp(prefix="rankone-slurm-broken-"))  # test_slurm's failing job: mostly waiting

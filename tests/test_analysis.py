@@ -5,8 +5,21 @@ import math
 import pandas as pd
 import pytest
 
-from rankone.analysis import (best_learning_rates, by_step, checkpoint_rows, interval, plateau, primary, reason,
-                              seeds_to_decide, stability, t_multiplier, trajectory, verdict, verdicts)
+from rankone.analysis import (
+    best_learning_rates,
+    by_step,
+    checkpoint_rows,
+    interval,
+    plateau,
+    primary,
+    reason,
+    seeds_to_decide,
+    stability,
+    t_multiplier,
+    trajectory,
+    verdict,
+    verdicts,
+)
 from rankone.config import RunId
 
 
@@ -15,11 +28,16 @@ def runs(rows):
 
 
 def test_best_lr_is_chosen_on_val_and_never_a_diverged_run():
-    table = runs([
-        ("rl", "m", "fullft", 1e-4, 0, "completed", 0.2), ("rl", "m", "fullft", 1e-4, 1, "completed", 0.3),
-        ("rl", "m", "fullft", 1e-3, 0, "completed", 0.6), ("rl", "m", "fullft", 1e-3, 1, "completed", 0.5),
-        ("rl", "m", "fullft", 1e-2, 0, "diverged", math.nan), ("rl", "m", "fullft", 1e-2, 1, "completed", 0.9),
-    ])
+    table = runs(
+        [
+            ("rl", "m", "fullft", 1e-4, 0, "completed", 0.2),
+            ("rl", "m", "fullft", 1e-4, 1, "completed", 0.3),
+            ("rl", "m", "fullft", 1e-3, 0, "completed", 0.6),
+            ("rl", "m", "fullft", 1e-3, 1, "completed", 0.5),
+            ("rl", "m", "fullft", 1e-2, 0, "diverged", math.nan),
+            ("rl", "m", "fullft", 1e-2, 1, "completed", 0.9),
+        ]
+    )
     best = best_learning_rates(table)
     assert best.lr.tolist() == [1e-3]  # 1e-2 averages -inf with its diverged seed
     assert best.diverged.tolist() == [0]
@@ -27,9 +45,11 @@ def test_best_lr_is_chosen_on_val_and_never_a_diverged_run():
 
 
 def test_best_lr_at_the_grid_edge_is_flagged_with_its_side():
-    table = runs([("sft", "m", "lora-r1", lr, 0, "completed", -lr) for lr in (1e-3, 1e-2, 1e-1)]
-                 + [("sft", "m", "fullft", lr, 0, "completed", lr) for lr in (1e-3, 1e-2, 1e-1)]
-                 + [("sft", "m", "lora-r4", lr, 0, "completed", -abs(lr - 1e-2)) for lr in (1e-3, 1e-2, 1e-1)])
+    table = runs(
+        [("sft", "m", "lora-r1", lr, 0, "completed", -lr) for lr in (1e-3, 1e-2, 1e-1)]
+        + [("sft", "m", "fullft", lr, 0, "completed", lr) for lr in (1e-3, 1e-2, 1e-1)]
+        + [("sft", "m", "lora-r4", lr, 0, "completed", -abs(lr - 1e-2)) for lr in (1e-3, 1e-2, 1e-1)]
+    )
     best = best_learning_rates(table).set_index("method")
     assert best.edge.to_dict() == {"fullft": "high", "lora-r1": "low", "lora-r4": ""}
     assert best.at_grid_edge.to_dict() == {"fullft": True, "lora-r1": True, "lora-r4": False}
@@ -38,21 +58,24 @@ def test_best_lr_at_the_grid_edge_is_flagged_with_its_side():
 MARGIN = 0.05
 
 
-@pytest.mark.parametrize("gaps, expected, why", [
-    # tight around zero: the whole interval inside the margin
-    ([0.01, -0.01, 0.0, 0.005, -0.005], "parity", "inside the margin"),
-    # significant but smaller than the margin: still parity, and the sign is said
-    ([-0.02, -0.021, -0.019, -0.02, -0.0205], "parity", "inside the margin, though significantly below 0"),
-    # a real deficit: the interval excludes 0, beyond the margin
-    ([-0.30, -0.25, -0.35, -0.28, -0.32], "worse", "interval excludes 0"),
-    ([0.30, 0.25, 0.35, 0.28, 0.32], "better", "interval excludes 0"),
-    # small point estimate, wide interval: must NOT read parity (the old rule called it parity)
-    ([-0.6, 0.55, 0.02, -0.3, 0.3], "inconclusive", "underpowered"),
-    # narrow enough, but covers 0 and crosses the margin
-    ([0.0, 0.06, 0.01, 0.05, 0.03], "inconclusive", "interval covers 0 and reaches past the margin"),
-    # one seed: no interval, no verdict
-    ([0.0], "inconclusive", "one seed: no interval"),
-])
+@pytest.mark.parametrize(
+    "gaps, expected, why",
+    [
+        # tight around zero: the whole interval inside the margin
+        ([0.01, -0.01, 0.0, 0.005, -0.005], "parity", "inside the margin"),
+        # significant but smaller than the margin: still parity, and the sign is said
+        ([-0.02, -0.021, -0.019, -0.02, -0.0205], "parity", "inside the margin, though significantly below 0"),
+        # a real deficit: the interval excludes 0, beyond the margin
+        ([-0.30, -0.25, -0.35, -0.28, -0.32], "worse", "interval excludes 0"),
+        ([0.30, 0.25, 0.35, 0.28, 0.32], "better", "interval excludes 0"),
+        # small point estimate, wide interval: must NOT read parity (the old rule called it parity)
+        ([-0.6, 0.55, 0.02, -0.3, 0.3], "inconclusive", "underpowered"),
+        # narrow enough, but covers 0 and crosses the margin
+        ([0.0, 0.06, 0.01, 0.05, 0.03], "inconclusive", "interval covers 0 and reaches past the margin"),
+        # one seed: no interval, no verdict
+        ([0.0], "inconclusive", "one seed: no interval"),
+    ],
+)
 def test_equivalence_verdicts_on_hand_made_gap_tables(gaps, expected, why):
     mean, low, high = interval(gaps, 0.95)
     assert verdict(mean, low, high, MARGIN) == expected
@@ -86,9 +109,20 @@ def gap_runs(gaps: list[float], metric_offset: float = 0.0) -> pd.DataFrame:
     rows = []
     for seed, gap in enumerate(gaps):
         for method, value in (("fullft", 0.5), ("lora-r1", 0.5 + gap)):
-            rows.append({"regime": "rl", "model": "m", "method": method, "rank": None if method == "fullft" else 1,
-                         "lr": 1e-3, "seed": seed, "status": "completed", "val_score": value,
-                         "test_score": value, "test_greedy": value + metric_offset})
+            rows.append(
+                {
+                    "regime": "rl",
+                    "model": "m",
+                    "method": method,
+                    "rank": None if method == "fullft" else 1,
+                    "lr": 1e-3,
+                    "seed": seed,
+                    "status": "completed",
+                    "val_score": value,
+                    "test_score": value,
+                    "test_greedy": value + metric_offset,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -109,10 +143,28 @@ def test_plateau_test_tells_a_rising_curve_from_a_flat_one(study):
     rows = []
     for seed in range(3):
         for step in range(100):
-            rows.append({"regime": "rl", "model": "flat", "method": "fullft", "lr": 1e-3, "seed": seed,
-                         "step": step, "value": 0.8 + 0.01 * ((step + seed) % 3)})
-            rows.append({"regime": "rl", "model": "rising", "method": "fullft", "lr": 1e-3, "seed": seed,
-                         "step": step, "value": step / 100 + 0.01 * seed})
+            rows.append(
+                {
+                    "regime": "rl",
+                    "model": "flat",
+                    "method": "fullft",
+                    "lr": 1e-3,
+                    "seed": seed,
+                    "step": step,
+                    "value": 0.8 + 0.01 * ((step + seed) % 3),
+                }
+            )
+            rows.append(
+                {
+                    "regime": "rl",
+                    "model": "rising",
+                    "method": "fullft",
+                    "lr": 1e-3,
+                    "seed": seed,
+                    "step": step,
+                    "value": step / 100 + 0.01 * seed,
+                }
+            )
     curves = pd.DataFrame(rows)
     best = pd.DataFrame([{"regime": "rl", "model": m, "method": "fullft", "lr": 1e-3} for m in ("flat", "rising")])
     result = plateau(cfg, curves, best).set_index("model")
@@ -124,12 +176,26 @@ def test_layer_findings_state_how_each_result_compares_with_the_original():
     from rankone.report import layer_findings
 
     def row(scope, verdict, gap):
-        return {"regime": "rl", "model": "m", "rank": 1, "scope": scope, "verdict": verdict,
-                "gap_to_all_linear": gap, "ci_low": gap - 0.1, "ci_high": gap + 0.1}
+        return {
+            "regime": "rl",
+            "model": "m",
+            "rank": 1,
+            "scope": scope,
+            "verdict": verdict,
+            "gap_to_all_linear": gap,
+            "ci_low": gap - 0.1,
+            "ci_high": gap + 0.1,
+        }
 
-    lines = layer_findings(pd.DataFrame([
-        row("attention", "worse", -0.2), row("mlp", "parity", 0.0), row("attention", "inconclusive", -0.1),
-    ]).assign(rank=[1, 1, 16]))
+    lines = layer_findings(
+        pd.DataFrame(
+            [
+                row("attention", "worse", -0.2),
+                row("mlp", "parity", 0.0),
+                row("attention", "inconclusive", -0.1),
+            ]
+        ).assign(rank=[1, 1, 16])
+    )
     assert "agrees with the original finding (attention-only underperforms)" in lines[0]
     assert "agrees with the original finding (MLP-only matches all layers)" in lines[1]
     assert "neither confirms nor contradicts" in lines[2] and "below all-linear" in lines[2]
@@ -144,17 +210,43 @@ def test_rl_on_a_facts_table_gets_bits_stored_by_the_sft_estimator(tmp_path):
     from rankone.paths import Layout
     from tests.conftest import smoke_dict
 
-    cfg = validate(smoke_dict(results_dir=str(tmp_path), regimes=["rl"], levers=None, truncation=None, tasks={
-        "rl": {"name": "facts", "params": {"n_facts": 64, "digits": 1, "alphabet": 2, "n_val": 16, "n_test": 16}},
-        "sft": {"name": "facts", "params": {"n_facts": 64, "digits": 2, "n_val": 16, "n_test": 16}}}))
+    cfg = validate(
+        smoke_dict(
+            results_dir=str(tmp_path),
+            regimes=["rl"],
+            levers=None,
+            truncation=None,
+            tasks={
+                "rl": {
+                    "name": "facts",
+                    "params": {"n_facts": 64, "digits": 1, "alphabet": 2, "n_val": 16, "n_test": 16},
+                },
+                "sft": {"name": "facts", "params": {"n_facts": 64, "digits": 2, "n_val": 16, "n_test": 16}},
+            },
+        )
+    )
     at = Layout(cfg)
     at.data("rl").mkdir(parents=True)
     (at.data("rl") / "manifest.json").write_text(json.dumps({"information_bits": 64.0}))
-    rows = [{"regime": "rl", "model": "m", "method": m, "lr": 1e-3, "seed": s, "trainable_parameters": p,
-             "info_bound_bits": 100.0, "bits_absorbed": 30.0, "train_nll_bits_final": nll, "test_greedy_accuracy": acc}
-            for m, p, nll, acc in (("fullft", 1000, 4.0, 1.0), ("lora-r1", 10, 80.0, 0.5)) for s in (0, 1)]
-    table = information(cfg, pd.DataFrame(rows), pd.DataFrame(rows)[["regime", "model", "method", "lr"]]
-                        .drop_duplicates(), at).set_index("method")
+    rows = [
+        {
+            "regime": "rl",
+            "model": "m",
+            "method": m,
+            "lr": 1e-3,
+            "seed": s,
+            "trainable_parameters": p,
+            "info_bound_bits": 100.0,
+            "bits_absorbed": 30.0,
+            "train_nll_bits_final": nll,
+            "test_greedy_accuracy": acc,
+        }
+        for m, p, nll, acc in (("fullft", 1000, 4.0, 1.0), ("lora-r1", 10, 80.0, 0.5))
+        for s in (0, 1)
+    ]
+    table = information(
+        cfg, pd.DataFrame(rows), pd.DataFrame(rows)[["regime", "model", "method", "lr"]].drop_duplicates(), at
+    ).set_index("method")
     assert table.loc["fullft", "bits_stored"] == 60.0  # 64 bits in the table, 4 still unsure
     assert table.loc["lora-r1", "bits_stored"] == 0.0  # never below 0
     assert (table.rl_dataset_bits == 64.0).all()
@@ -174,8 +266,16 @@ def test_bits_recalled_follow_fanos_bound():
 
 def evaluated(scores: list[tuple[int, float]]) -> dict:
     """An evaluate line with late checkpoints (step, mean reward on val and test)."""
-    return {"checkpoints": [{"step": step, "val": {"mean_reward": r, "greedy_accuracy": r / 2},
-                             "test": {"mean_reward": r + 0.1, "greedy_accuracy": r}} for step, r in scores]}
+    return {
+        "checkpoints": [
+            {
+                "step": step,
+                "val": {"mean_reward": r, "greedy_accuracy": r / 2},
+                "test": {"mean_reward": r + 0.1, "greedy_accuracy": r},
+            }
+            for step, r in scores
+        ]
+    }
 
 
 def test_the_tail_score_is_the_mean_over_the_late_checkpoints_and_final_is_the_last(study):
@@ -187,9 +287,10 @@ def test_the_tail_score_is_the_mean_over_the_late_checkpoints_and_final_is_the_l
     assert tail["test_greedy"] == pytest.approx(0.5) and tail["val_greedy"] == pytest.approx(0.25)
     final = primary(cfg.model_copy(update={"analysis": cfg.analysis.model_copy(update={"score": "final"})}), rows)
     assert final["val_score"] == pytest.approx(0.9) and final["test_score"] == pytest.approx(1.0)
-    sft = checkpoint_rows(RunId.parse("sft/m/fullft/lr0.001/seed0"),
-                          {"checkpoints": [{"step": 3, **{s: {"nll": 2.0, "greedy_accuracy": 0.1}
-                                                          for s in ("val", "test")}}]})
+    sft = checkpoint_rows(
+        RunId.parse("sft/m/fullft/lr0.001/seed0"),
+        {"checkpoints": [{"step": 3, **{s: {"nll": 2.0, "greedy_accuracy": 0.1} for s in ("val", "test")}}]},
+    )
     assert sft[0]["test_score"] == -2.0  # SFT's score is -NLL: higher is better
 
 
@@ -198,8 +299,20 @@ def checkpoint_table(gaps_by_step: dict[int, list[float]]) -> pd.DataFrame:
     for step, gaps in gaps_by_step.items():
         for seed, gap in enumerate(gaps):
             for method, value in (("fullft", 0.5), ("lora-r1", 0.5 + gap)):
-                rows.append({"regime": "rl", "model": "m", "method": method, "lr": 1e-3, "seed": seed, "step": step,
-                             "status": "completed", "val_score": value, "test_score": value, "test_greedy": 0.5})
+                rows.append(
+                    {
+                        "regime": "rl",
+                        "model": "m",
+                        "method": method,
+                        "lr": 1e-3,
+                        "seed": seed,
+                        "step": step,
+                        "status": "completed",
+                        "val_score": value,
+                        "test_score": value,
+                        "test_greedy": 0.5,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -241,10 +354,17 @@ def test_by_step_names_each_run_of_one_verdict():
 def test_the_answer_names_a_judged_run_that_collapsed():
     from rankone.report import collapse_note
 
-    judged = pd.DataFrame([{"regime": "rl", "model": "m", "method": m, "lr": 1e-4, "seed": s, "test_score": v,
-                            "format_collapse": c}
-                           for m, s, v, c in [("fullft", 10, 0.8, False), ("fullft", 12, 0.0, True),
-                                              ("lora-r1", 10, 0.7, False), ("lora-r1", 12, 0.7, False)]])
+    judged = pd.DataFrame(
+        [
+            {"regime": "rl", "model": "m", "method": m, "lr": 1e-4, "seed": s, "test_score": v, "format_collapse": c}
+            for m, s, v, c in [
+                ("fullft", 10, 0.8, False),
+                ("fullft", 12, 0.0, True),
+                ("lora-r1", 10, 0.7, False),
+                ("lora-r1", 12, 0.7, False),
+            ]
+        ]
+    )
     note = collapse_note(judged, "rl", "m")
     assert "1 of the 4 judged runs: FullFT seed 12 (lr 0.0001, test score 0.000)" in note
     assert collapse_note(judged[judged.seed == 10], "rl", "m") == "" and collapse_note(None, "rl", "m") == ""

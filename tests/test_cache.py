@@ -33,10 +33,28 @@ def build_models(workdir: Path, cache: Path, experiment: str, models=tuple(MODEL
     # 20 warm-start steps, not the smoke's 150: what is tested is which model comes back, not how good it is.
     # (A file, not --config: Snakemake reads a nested --config value as a string.)
     (workdir / "config" / "warm.yaml").write_text("pretrain:\n  steps: 20\n")
-    out = subprocess.run([sys.executable, "-m", "snakemake", *targets, "--cores", "2", "--cache", "data", "models",
-                          "--configfile", "config/smoke.yaml", "config/warm.yaml",
-                          "--config", f"experiment={experiment}"],
-                         cwd=workdir, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            *targets,
+            "--cores",
+            "2",
+            "--cache",
+            "data",
+            "models",
+            "--configfile",
+            "config/smoke.yaml",
+            "config/warm.yaml",
+            "--config",
+            f"experiment={experiment}",
+        ],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return out
 
@@ -92,7 +110,8 @@ def test_code_digests_follow_each_stage_only(tmp_path):
     after = {stage: source_digest(stage, package) for stage in before}
     assert after["report"] != before["report"]
     assert {k: after[k] for k in ("data", "models", "train", "analysis")} == {
-        k: before[k] for k in ("data", "models", "train", "analysis")}
+        k: before[k] for k in ("data", "models", "train", "analysis")
+    }
     with open(package / "train/rl.py", "a") as f:
         f.write("\n# trainer change\n")
     assert source_digest("train", package) != before["train"]

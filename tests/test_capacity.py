@@ -39,18 +39,20 @@ def table(rows):
 
 
 def test_falloff_rank_is_the_largest_rank_behind_fullft():
-    t = table([
-        # small table: every rank keeps up
-        ("m", 100, "fullft", math.nan, 1000.0, 900.0, math.nan, math.nan),
-        ("m", 100, "lora-r1", 1, 1000.0, 880.0, -0.02, "parity"),
-        ("m", 100, "lora-r4", 4, 1000.0, 890.0, 0.0, "parity"),
-        # large table: ranks 1 and 4 fall off, 16 keeps up, 64 is inconclusive
-        ("m", 400, "fullft", math.nan, 4000.0, 3000.0, math.nan, math.nan),
-        ("m", 400, "lora-r1", 1, 4000.0, 900.0, -0.5, "worse"),
-        ("m", 400, "lora-r4", 4, 4000.0, 2000.0, -0.2, "worse"),
-        ("m", 400, "lora-r16", 16, 4000.0, 2950.0, -0.01, "parity"),
-        ("m", 400, "lora-r64", 64, 4000.0, 2990.0, -0.01, "inconclusive"),
-    ])
+    t = table(
+        [
+            # small table: every rank keeps up
+            ("m", 100, "fullft", math.nan, 1000.0, 900.0, math.nan, math.nan),
+            ("m", 100, "lora-r1", 1, 1000.0, 880.0, -0.02, "parity"),
+            ("m", 100, "lora-r4", 4, 1000.0, 890.0, 0.0, "parity"),
+            # large table: ranks 1 and 4 fall off, 16 keeps up, 64 is inconclusive
+            ("m", 400, "fullft", math.nan, 4000.0, 3000.0, math.nan, math.nan),
+            ("m", 400, "lora-r1", 1, 4000.0, 900.0, -0.5, "worse"),
+            ("m", 400, "lora-r4", 4, 4000.0, 2000.0, -0.2, "worse"),
+            ("m", 400, "lora-r16", 16, 4000.0, 2950.0, -0.01, "parity"),
+            ("m", 400, "lora-r64", 64, 4000.0, 2990.0, -0.01, "inconclusive"),
+        ]
+    )
     out = falloff(t).set_index("n_facts")
     assert out.loc[100, "ranks_falling_off"] == "none"
     assert math.isnan(out.loc[100, "falloff_rank"]) and out.loc[100, "smallest_rank_keeping_up"] == 1
@@ -61,21 +63,35 @@ def test_falloff_rank_is_the_largest_rank_behind_fullft():
 
 
 def test_no_rank_keeps_up_when_all_fall_off():
-    t = table([
-        ("m", 100, "fullft", math.nan, 1000.0, 900.0, math.nan, math.nan),
-        ("m", 100, "lora-r1", 1, 1000.0, 100.0, -0.9, "worse"),
-    ])
+    t = table(
+        [
+            ("m", 100, "fullft", math.nan, 1000.0, 900.0, math.nan, math.nan),
+            ("m", 100, "lora-r1", 1, 1000.0, 100.0, -0.9, "worse"),
+        ]
+    )
     row = falloff(t).iloc[0]
     assert row.ranks_falling_off == "1" and row.falloff_rank == 1
     assert math.isnan(row.smallest_rank_keeping_up)
 
 
 CROSSOVER = {  # RL and SFT on one binary table per size, the lrs from the study's select stage
-    "tasks": {g: {"name": "facts", "params": {"n_facts": 64, "digits": 1, "alphabet": 2, "n_val": 16, "n_test": 16}}
-              for g in ("rl", "sft")},
-    "methods": ["fullft", "lora-r1"], "truncation": None, "levers": None, "confirmation": None,
-    "capacity": {"n_facts": [64, 256], "regimes": ["rl", "sft"], "methods": ["fullft", "lora-r1"],
-                 "seeds": [0, 1, 2], "probes": 16, "passes": {"rl": 8, "sft": 4}, "learning_rates": "chosen"},
+    "tasks": {
+        g: {"name": "facts", "params": {"n_facts": 64, "digits": 1, "alphabet": 2, "n_val": 16, "n_test": 16}}
+        for g in ("rl", "sft")
+    },
+    "methods": ["fullft", "lora-r1"],
+    "truncation": None,
+    "levers": None,
+    "confirmation": None,
+    "capacity": {
+        "n_facts": [64, 256],
+        "regimes": ["rl", "sft"],
+        "methods": ["fullft", "lora-r1"],
+        "seeds": [0, 1, 2],
+        "probes": 16,
+        "passes": {"rl": 8, "sft": 4},
+        "learning_rates": "chosen",
+    },
 }
 
 
@@ -107,20 +123,51 @@ def test_crossover_rows_judge_recall_only_where_fullft_reached_its_plateau(tmp_p
     sub = cfg.capacity_study(64, {(g, m, x): 0.01 for g in ("rl", "sft") for m in cfg.models for x in cfg.methods})
     steps = sub.rl.steps  # RL: FullFT rises to 0.9 by half-way and stays (with seed noise); rank 1 to 0.7, late
     recall = {"fullft": [1.0, 0.97, 1.0], "lora-r1": [0.6, 0.55, 0.62]}
-    runs = pd.DataFrame([{"regime": "rl", "model": "m", "method": x, "rank": None if x == "fullft" else 1, "lr": 0.01,
-                          "seed": s, "table_greedy": recall[x][s], "test_score": recall[x][s],
-                          "train_nll_bits_final": 0.0, "info_bound_bits": 100.0, "at_grid_edge": False}
-                         for x in recall for s in range(3)])
-    best = runs.groupby(["regime", "model", "method"], as_index=False).agg(lr=("lr", "first")).assign(
-        at_grid_edge=False, edge="")
+    runs = pd.DataFrame(
+        [
+            {
+                "regime": "rl",
+                "model": "m",
+                "method": x,
+                "rank": None if x == "fullft" else 1,
+                "lr": 0.01,
+                "seed": s,
+                "table_greedy": recall[x][s],
+                "test_score": recall[x][s],
+                "train_nll_bits_final": 0.0,
+                "info_bound_bits": 100.0,
+                "at_grid_edge": False,
+            }
+            for x in recall
+            for s in range(3)
+        ]
+    )
+    best = (
+        runs.groupby(["regime", "model", "method"], as_index=False)
+        .agg(lr=("lr", "first"))
+        .assign(at_grid_edge=False, edge="")
+    )
 
     def curve(top, half):
         return [0.5 + (top - 0.5) * min(1.0, t / half) for t in range(steps)]
 
     shapes = {"fullft": curve(0.9, steps // 2), "lora-r1": curve(0.7, steps)}
-    curves = pd.DataFrame([{"regime": "rl", "model": "m", "method": x, "lr": 0.01, "seed": s, "step": t,
-                            "value": v + 0.01 * ((s + t) % 3 - 1)} for x in shapes for s in range(3)
-                           for t, v in enumerate(shapes[x])])
+    curves = pd.DataFrame(
+        [
+            {
+                "regime": "rl",
+                "model": "m",
+                "method": x,
+                "lr": 0.01,
+                "seed": s,
+                "step": t,
+                "value": v + 0.01 * ((s + t) % 3 - 1),
+            }
+            for x in shapes
+            for s in range(3)
+            for t, v in enumerate(shapes[x])
+        ]
+    )
     rows = {r["method"]: r for r in crossover_rows(cfg, sub, 64, runs, curves, best)}
     r1, full = rows["lora-r1"], rows["fullft"]
     assert full["fullft_plateau"] and r1["verdict"] == "worse"  # recall 0.59 against 0.99
@@ -136,15 +183,35 @@ def test_crossover_rows_judge_recall_only_where_fullft_reached_its_plateau(tmp_p
 
 def test_the_crossover_sentence_says_whether_rank_1_saturates_alike():
     def rows(rl, sft):
-        return pd.DataFrame([{"regime": g, "method": "lora-r1", "n_facts": n, "bits_recalled": b,
-                              "bits_recalled_low": b - 10, "bits_recalled_high": b + 10, "verdict": v}
-                             for g, cells in (("rl", rl), ("sft", sft)) for n, b, v in cells])
-    alike = crossover_sentence(rows([(64, 60, "parity"), (256, 100, "worse")],
-                                    [(64, 62, "parity"), (256, 105, "worse")]))
+        return pd.DataFrame(
+            [
+                {
+                    "regime": g,
+                    "method": "lora-r1",
+                    "n_facts": n,
+                    "bits_recalled": b,
+                    "bits_recalled_low": b - 10,
+                    "bits_recalled_high": b + 10,
+                    "verdict": v,
+                }
+                for g, cells in (("rl", rl), ("sft", sft))
+                for n, b, v in cells
+            ]
+        )
+
+    alike = crossover_sentence(
+        rows([(64, 60, "parity"), (256, 100, "worse")], [(64, 62, "parity"), (256, 105, "worse")])
+    )
     assert "cannot tell its RL and SFT capacities apart" in alike and "falls off FullFT from 256 keys" in alike
     apart = crossover_sentence(rows([(64, 30, "worse"), (256, 20, "worse")], [(64, 60, "parity"), (256, 200, "worse")]))
     assert "saturates at fewer bits under RL than under SFT" in apart and "never carried" not in apart
     weak = rows([(64, 30, "parity"), (256, 20, "parity")], [(64, 60, "parity"), (256, 200, "worse")])
-    weak = pd.concat([weak, weak[weak.regime == "rl"].assign(method="fullft", bits_recalled=50, bits_recalled_low=40,
-                                                              bits_recalled_high=60)])
+    weak = pd.concat(
+        [
+            weak,
+            weak[weak.regime == "rl"].assign(
+                method="fullft", bits_recalled=50, bits_recalled_low=40, bits_recalled_high=60
+            ),
+        ]
+    )
     assert "FullFT itself recalls at most 50 bits" in crossover_sentence(weak)  # RL never reached 200 bits

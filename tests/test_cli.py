@@ -63,8 +63,13 @@ def test_status_counts_completed_started_failed_and_missing_runs(fresh_study, mo
     assert list(states.values()).count("failed") == 2  # one train job trains both seeds of a cell
     assert list(states.values()).count("missing") == len(runs) - 5
 
-    out = subprocess.run([sys.executable, "-m", "rankone", "status", "--config", "study.yaml"], cwd=where,
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    out = subprocess.run(
+        [sys.executable, "-m", "rankone", "status", "--config", "study.yaml"],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     assert out.returncode == 0, out.stderr
     assert f"1 completed, 2 failed, 2 started, {len(status.grid(cfg)) - 5} missing" in out.stdout
     assert f"failed: {failed.path}: see {at.train_log(failed)}" in out.stdout
@@ -74,8 +79,13 @@ def test_status_counts_completed_started_failed_and_missing_runs(fresh_study, mo
 def native_capability() -> str:
     """This CPU's own vector capability, as torch picks it with no pins set."""
     env = {k: v for k, v in os.environ.items() if k not in CPU_KERNELS["avx2"]}
-    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.strip()
 
 

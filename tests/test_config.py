@@ -35,7 +35,8 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
         assert {n: cfg.lever_study(n).rl for n in ("psr", "nsr", "filter")} == {
             "psr": cfg.rl.model_copy(update={"advantage_sign": "positive"}),
             "nsr": cfg.rl.model_copy(update={"advantage_sign": "negative"}),
-            "filter": cfg.rl.model_copy(update={"variance_filter": True})}
+            "filter": cfg.rl.model_copy(update={"variance_filter": True}),
+        }
         assert len(cfg.levers.seeds) >= 3 and {cfg.lever_study(n).regimes[0] for n in cfg.levers.variants} == {"rl"}
     elif name == "crossover":  # both regimes on one table per size, 3 seeds, each at the study's chosen lr
         chosen = {(g, m, x): 1e-3 for g in cfg.regimes for m in cfg.models for x in cfg.methods}
@@ -62,18 +63,29 @@ BAD = [
     ({"methods": ["qlora"]}, "unknown method 'qlora'"),
     ({"methods": ["lora-r1-embed"]}, "unknown method 'lora-r1-embed'"),
     ({"methods": ["lora-r48-attn"]}, "rank 48 is larger than the narrowest adapted layer .width 32"),
-    ({"learning_rates": {"rl": {"fullft": [], "lora": [0.01]}, "sft": {"fullft": [1e-3], "lora": [1e-2]}}},
-     "learning_rates.rl.fullft"),
-    ({"learning_rates": {"rl": {"fullft": [-1e-3], "lora": [0.01]}, "sft": {"fullft": [1e-3], "lora": [1e-2]}}},
-     "learning rates must be > 0"),
+    (
+        {"learning_rates": {"rl": {"fullft": [], "lora": [0.01]}, "sft": {"fullft": [1e-3], "lora": [1e-2]}}},
+        "learning_rates.rl.fullft",
+    ),
+    (
+        {"learning_rates": {"rl": {"fullft": [-1e-3], "lora": [0.01]}, "sft": {"fullft": [1e-3], "lora": [1e-2]}}},
+        "learning rates must be > 0",
+    ),
     ({"rl": {"group_size": 1}}, "rl.group_size"),
     ({"seeds": [0, 0]}, "duplicate seeds"),
     ({"methods": ["fullft", "fullft"]}, "duplicate methods"),
     ({"pretrain": {"corruption": 1.5}}, "pretrain.corruption"),
     ({"experiment": "has space"}, "experiment"),
     ({"sft": {"steps": 0}}, "sft.steps"),
-    ({"tasks": {"rl": {"name": "arithmetic", "params": {"max_operand": 3, "n_val": 10, "n_test": 10}},
-                "sft": {"name": "facts"}}}, "params of task 'arithmetic'"),
+    (
+        {
+            "tasks": {
+                "rl": {"name": "arithmetic", "params": {"max_operand": 3, "n_val": 10, "n_test": 10}},
+                "sft": {"name": "facts"},
+            }
+        },
+        "params of task 'arithmetic'",
+    ),
     ({"architecture": {"hidden_size": 30, "num_attention_heads": 4}}, "divisible"),
     ({"lora": {"alpha": 32, "target_modules": "everything"}}, "lora.target_modules"),
     ({"unknown_field": 1}, "unknown_field"),
@@ -83,37 +95,72 @@ BAD = [
     ({"evaluate": {"at": [0.0, 1.0]}}, "evaluate.at"),
     ({"analysis": {"score": "best"}}, "analysis.score"),
     ({"cpu_kernels": "avx512"}, "cpu_kernels"),
-    ({"models": ["llama-tiny", "mine"], "local_models": {"mine": "/nonexistent/checkpoint"}},
-     "local_models: mine: no transformers checkpoint at '/nonexistent/checkpoint'"),
+    (
+        {"models": ["llama-tiny", "mine"], "local_models": {"mine": "/nonexistent/checkpoint"}},
+        "local_models: mine: no transformers checkpoint at '/nonexistent/checkpoint'",
+    ),
     ({"results_dir": "/proc/rankone-results"}, "results_dir: cannot write under"),
     ({"capacity": {"n_facts": [64, 32]}}, "capacity.n_facts: .*distinct and increasing"),
     ({"capacity": {"n_facts": [32], "methods": ["lora-r64"]}}, "rank 64 is larger than the narrowest"),
     ({"capacity": {"n_facts": [8, 64], "methods": ["fullft"], "probes": 8}}, "sizes .8. are below 2 x capacity.probes"),
     ({"capacity": {"n_facts": [32], "methods": ["fullft", "qlora"]}}, "unknown method 'qlora'"),
-    ({"capacity": {"n_facts": [32], "methods": ["fullft"], "probes": 8}, "tasks": {
-        "rl": {"name": "arithmetic", "params": {"max_operand": 9, "n_val": 16, "n_test": 16}},
-        "sft": {"name": "arithmetic", "params": {"max_operand": 9, "n_val": 16, "n_test": 16}}}},
-     "needs tasks.sft to be the facts task"),
+    (
+        {
+            "capacity": {"n_facts": [32], "methods": ["fullft"], "probes": 8},
+            "tasks": {
+                "rl": {"name": "arithmetic", "params": {"max_operand": 9, "n_val": 16, "n_test": 16}},
+                "sft": {"name": "arithmetic", "params": {"max_operand": 9, "n_val": 16, "n_test": 16}},
+            },
+        },
+        "needs tasks.sft to be the facts task",
+    ),
     ({"levers": {"variants": {"PSR": {"advantage_sign": "positive"}}}}, "lever name 'PSR'"),
     ({"levers": {"variants": {"psr": {"advantage": "positive"}}}}, r"lever 'psr': \['advantage'\] are not rl fields"),
     ({"levers": {"variants": {"psr": {}}}}, "lever 'psr': give the rl fields it changes"),
     ({"levers": {"variants": {"psr": {"advantage_sign": "sideways"}}}}, "levers.variants.psr: advantage_sign"),
     ({"levers": {"variants": {"plain": {"advantage_sign": "both"}}}}, "levers.variants.plain: changes nothing"),
-    ({"levers": {"variants": {"nsr": {"advantage_sign": "negative"}}, "methods": ["lora-r4"]}},
-     r"levers.methods: \['lora-r4'\] are not among the study's methods"),
-    ({"tasks": {"rl": {"name": "arithmetic", "params": {"max_operand": 9, "n_val": 16, "n_test": 16}},
-                "sft": {"name": "facts", "params": {"n_facts": 64, "n_val": 16, "n_test": 16}}},
-      "rl": {"calibration_alpha": 0.2}, "levers": None}, "rl.calibration_alpha needs a task that states a confidence"),
-    ({"tasks": {"rl": {"name": "arithmetic", "params": {"max_operand": 9, "n_val": 16, "n_test": 16}},
-                "sft": {"name": "facts", "params": {"n_facts": 64, "n_val": 16, "n_test": 16}}},
-      "levers": {"variants": {"cal": {"calibration_alpha": 0.2}}}},
-     "levers.variants.cal: calibration_alpha needs a task that states a confidence"),
-    ({"tasks": {"rl": {"name": "arithmetic", "params": {"max_operand": 9, "n_val": 16, "n_test": 16},
-                       "confidence": True},
-                "sft": {"name": "facts", "params": {"n_facts": 64, "n_val": 16, "n_test": 16}, "confidence": True}}},
-     "task 'facts': confidence is not supported on a table task"),
-    ({"levers": {"variants": {"nsr": {"advantage_sign": "negative"}}, "seeds": [7]}},
-     r"levers.seeds: \[7\] are not among the study's seeds"),
+    (
+        {"levers": {"variants": {"nsr": {"advantage_sign": "negative"}}, "methods": ["lora-r4"]}},
+        r"levers.methods: \['lora-r4'\] are not among the study's methods",
+    ),
+    (
+        {
+            "tasks": {
+                "rl": {"name": "arithmetic", "params": {"max_operand": 9, "n_val": 16, "n_test": 16}},
+                "sft": {"name": "facts", "params": {"n_facts": 64, "n_val": 16, "n_test": 16}},
+            },
+            "rl": {"calibration_alpha": 0.2},
+            "levers": None,
+        },
+        "rl.calibration_alpha needs a task that states a confidence",
+    ),
+    (
+        {
+            "tasks": {
+                "rl": {"name": "arithmetic", "params": {"max_operand": 9, "n_val": 16, "n_test": 16}},
+                "sft": {"name": "facts", "params": {"n_facts": 64, "n_val": 16, "n_test": 16}},
+            },
+            "levers": {"variants": {"cal": {"calibration_alpha": 0.2}}},
+        },
+        "levers.variants.cal: calibration_alpha needs a task that states a confidence",
+    ),
+    (
+        {
+            "tasks": {
+                "rl": {
+                    "name": "arithmetic",
+                    "params": {"max_operand": 9, "n_val": 16, "n_test": 16},
+                    "confidence": True,
+                },
+                "sft": {"name": "facts", "params": {"n_facts": 64, "n_val": 16, "n_test": 16}, "confidence": True},
+            }
+        },
+        "task 'facts': confidence is not supported on a table task",
+    ),
+    (
+        {"levers": {"variants": {"nsr": {"advantage_sign": "negative"}}, "seeds": [7]}},
+        r"levers.seeds: \[7\] are not among the study's seeds",
+    ),
     ({"device": "cuda"}, "device: device 'cuda', but torch sees no CUDA device"),  # CI has no GPU
     ({"device": "tpu"}, "device"),
     ({"rl": {"micro_batch": 3}}, "rl: micro_batch 3 must divide the step's 64 sequences"),  # 8 prompts x 8
@@ -121,9 +168,19 @@ BAD = [
     ({"sft": {"micro_batch": 5}}, "sft: micro_batch 5 must divide the step's 64 sequences .batch_size"),
     ({"rl": {"truncated_is": 0}}, "rl.truncated_is"),
     ({"rollout": {"gpu_memory_utilization": 1.5}}, "rollout.gpu_memory_utilization"),
-    ({"rollout": {"engine": "vllm"}, "methods": ["fullft", "lora-r1"],
-      "architecture": {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 1, "intermediate_size": 64}},
-     "needs a head size"),
+    (
+        {
+            "rollout": {"engine": "vllm"},
+            "methods": ["fullft", "lora-r1"],
+            "architecture": {
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 1,
+                "intermediate_size": 64,
+            },
+        },
+        "needs a head size",
+    ),
 ]
 
 
@@ -136,12 +193,16 @@ def test_bad_config_names_the_field(override, message):
 def test_cli_rejects_bad_config_before_work(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(smoke_dict(rl={"group_size": 1})))
-    out = subprocess.run([sys.executable, "-m", "rankone.cli", "check", "--config", str(bad)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "rankone.cli", "check", "--config", str(bad)], capture_output=True, text=True
+    )
     assert out.returncode == 2
     assert "rl.group_size" in out.stderr
-    missing = subprocess.run([sys.executable, "-m", "rankone.cli", "check", "--config", str(tmp_path / "nope.yaml")],
-                             capture_output=True, text=True)
+    missing = subprocess.run(
+        [sys.executable, "-m", "rankone.cli", "check", "--config", str(tmp_path / "nope.yaml")],
+        capture_output=True,
+        text=True,
+    )
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 

@@ -34,8 +34,20 @@ def test_truncated_dataset_is_refused(data_copy):
     train.write_bytes(train.read_bytes()[: train.stat().st_size // 2])
     with pytest.raises(DataError, match="train.parquet: checksum mismatch"):
         verify(data / "sft")
-    out = subprocess.run([sys.executable, "-m", "rankone", "train", "--config", str(config),
-                          "--run", "sft/qwen3-tiny/fullft/lr0.001/seed0"], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rankone",
+            "train",
+            "--config",
+            str(config),
+            "--run",
+            "sft/qwen3-tiny/fullft/lr0.001/seed0",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode != 0
     assert "checksum mismatch" in out.stderr and "trainable parameters" not in out.stderr
 

@@ -21,8 +21,15 @@ from rankone.models.sequences import completion_logprobs, encode_completions, en
 from rankone.rollouts import make_engine
 from rankone.train import TRAINERS
 from rankone.train.common import Run
-from rankone.train.rl import (Freshness, StaleSamplerError, group_advantages, importance_ratio, micro_batch_backward,
-                              policy_gradient_loss, sampler_gap)
+from rankone.train.rl import (
+    Freshness,
+    StaleSamplerError,
+    group_advantages,
+    importance_ratio,
+    micro_batch_backward,
+    policy_gradient_loss,
+    sampler_gap,
+)
 from rankone.train.sft import accumulate
 
 from .conftest import real_config
@@ -39,8 +46,9 @@ def test_every_input_is_on_the_models_device(study, tmp_path):
     """A pre-hook on every module fails on any input not on that module's device, through an RL
     step, an SFT step and an evaluation."""
     cfg, at = study
-    cfg = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"steps": 1}),
-                                 "sft": cfg.sft.model_copy(update={"steps": 1})})
+    cfg = cfg.model_copy(
+        update={"rl": cfg.rl.model_copy(update={"steps": 1}), "sft": cfg.sft.model_copy(update={"steps": 1})}
+    )
     seen: list[str] = []
 
     def hook(module, args):
@@ -77,8 +85,13 @@ def test_bf16_fullft_keeps_the_small_updates_fp32_keeps(smollm2, tmp_path):
     run = RunId.parse("rl/smollm2-135m/fullft/lr1e-06/seed0")
     counts = {}
     for dtype in ("float32", "bfloat16"):
-        study = validate(real_config(tmp_path / dtype, dtype=dtype, rl={
-            "steps": 1, "prompts_per_step": 2, "group_size": 2, "reward": "random", "log_every": 1}))
+        study = validate(
+            real_config(
+                tmp_path / dtype,
+                dtype=dtype,
+                rl={"steps": 1, "prompts_per_step": 2, "group_size": 2, "reward": "random", "log_every": 1},
+            )
+        )
         info = TRAINERS["rl"](study, run, model_dir, at.data("rl"), tmp_path / dtype / "run")
         assert info["status"] == "completed"
         saved = load_file(tmp_path / dtype / "run/weights/model.safetensors")
@@ -104,8 +117,9 @@ def rl_steps(policy, engine, fresh: Freshness, steps: int, lr: float, sync: bool
         torch.manual_seed(step)
         s = engine.sample(PROMPTS, G).to(policy.device)
         with autocast(policy.device, "bfloat16"):
-            learner_B_C = completion_logprobs(policy, s.prompt_ids_B_L, s.prompt_mask_B_L, s.completion_B_C,
-                                              s.completion_mask_B_C)
+            learner_B_C = completion_logprobs(
+                policy, s.prompt_ids_B_L, s.prompt_mask_B_L, s.completion_B_C, s.completion_mask_B_C
+            )
         mask_B_C = s.completion_mask_B_C.float()
         gaps.append(sampler_gap(learner_B_C, s.sampler_logprobs_B_C, mask_B_C)[0])
         fresh.check(gaps[-1], f"step {step}")
@@ -141,8 +155,10 @@ def assert_freshness_holds_in_bf16(make, model_dir, method: str):
     policy, engine = make(policy_of(model_dir, method))
     with pytest.raises(StaleSamplerError, match="step 1: .*noise floor") as stale:
         rl_steps(policy, engine, Freshness(1e-3, 2.0, 0.1), 2, stale_lr, sync=False)
-    print(f"\n{method}: synced gaps {[round(g, 4) for g in gaps]} at lr {synced_lr:g}; stale at lr {stale_lr:g}: "
-          f"{stale.value}")  # pytest -s shows them (the README's numbers)
+    print(
+        f"\n{method}: synced gaps {[round(g, 4) for g in gaps]} at lr {synced_lr:g}; stale at lr {stale_lr:g}: "
+        f"{stale.value}"
+    )  # pytest -s shows them (the README's numbers)
 
 
 def test_freshness_check_holds_in_bf16_with_the_hf_engine(smollm2):
@@ -197,7 +213,7 @@ def test_truncated_importance_sampling_caps_value_and_gradient():
     mask_B_C = torch.ones(1, 3)
     plain = importance_ratio(learner_B_C, sampler_B_C, mask_B_C)
     capped = importance_ratio(learner_B_C, sampler_B_C, mask_B_C, cap=2.0)
-    assert torch.allclose(capped, torch.tensor([[2.0, 1.0, torch.e ** -1.5]]))
+    assert torch.allclose(capped, torch.tensor([[2.0, 1.0, torch.e**-1.5]]))
     (grad_capped,) = torch.autograd.grad(capped.sum(), learner_B_C)
     (grad_plain,) = torch.autograd.grad(plain.sum(), learner_B_C)
     # d/dlogp of ratio is the ratio itself; capped, it is min(ratio, cap)
@@ -243,8 +259,13 @@ def test_micro_batches_accumulate_the_whole_steps_gradients(study, tmp_path, met
     mask_B_C = s.completion_mask_B_C.float()
 
     def logprobs(rows):
-        return completion_logprobs(ctx.policy, s.prompt_ids_B_L[rows], s.prompt_mask_B_L[rows], s.completion_B_C[rows],
-                                   s.completion_mask_B_C[rows])
+        return completion_logprobs(
+            ctx.policy,
+            s.prompt_ids_B_L[rows],
+            s.prompt_mask_B_L[rows],
+            s.completion_B_C[rows],
+            s.completion_mask_B_C[rows],
+        )
 
     policy_gradient_loss(logprobs(slice(None)), s.sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P).backward()
     whole = grads(ctx.policy)
@@ -277,10 +298,17 @@ def test_chunked_logprobs_equal_one_pass(study, monkeypatch):
     ids, mask = encode_prompts(tokenizer, [r["prompt"] for r in rows])
     completion, cmask = encode_completions(tokenizer, [r["answer"] for r in rows])
     with torch.no_grad():
-        logits = model(input_ids=torch.cat([ids, completion], 1), attention_mask=torch.cat([mask, cmask * 0 + 1], 1),
-                       position_ids=(torch.cat([mask, cmask * 0 + 1], 1).cumsum(-1) - 1).clamp(min=0)).logits
-        one_pass = torch.gather(torch.log_softmax(logits[:, ids.shape[1] - 1 : -1].float(), -1), 2,
-                                completion.unsqueeze(-1)).squeeze(-1) * cmask  # the formula before chunking
+        logits = model(
+            input_ids=torch.cat([ids, completion], 1),
+            attention_mask=torch.cat([mask, cmask * 0 + 1], 1),
+            position_ids=(torch.cat([mask, cmask * 0 + 1], 1).cumsum(-1) - 1).clamp(min=0),
+        ).logits
+        one_pass = (
+            torch.gather(
+                torch.log_softmax(logits[:, ids.shape[1] - 1 : -1].float(), -1), 2, completion.unsqueeze(-1)
+            ).squeeze(-1)
+            * cmask
+        )  # the formula before chunking
         monkeypatch.setattr(sequences, "LOGPROB_CHUNK_TOKENS", 2 * completion.shape[1])  # chunks of 2 rows
         chunked = completion_logprobs(model, ids, mask, completion, cmask)
     assert torch.equal(chunked, one_pass)
@@ -292,8 +320,9 @@ def test_gradient_checkpointing_gives_the_same_loss_and_gradients(study, tmp_pat
     batch = evaluate.read_split(at.data("sft"), "train")[:8]
     out = []
     for on in (False, True):
-        ctx = Run.start(cfg.model_copy(update={"gradient_checkpointing": on}), run, at.model("qwen3-tiny"),
-                        tmp_path / str(on))
+        ctx = Run.start(
+            cfg.model_copy(update={"gradient_checkpointing": on}), run, at.model("qwen3-tiny"), tmp_path / str(on)
+        )
         assert ctx.policy.is_gradient_checkpointing == on
         loss, _ = accumulate(ctx, batch, None)
         out.append((float(loss), grads(ctx.policy)))
@@ -309,9 +338,29 @@ def test_gpu_check_runs_its_code_path_on_the_cpu_and_skips_without_cuda():
     from .conftest import ROOT
 
     script = str(ROOT / "scripts" / "gpu-check")
-    done = subprocess.run([sys.executable, script, "--cpu", "--tiny", "--steps", "2", "--prompts", "2", "--group", "4",
-                           "--tokens", "8", "--micro-batch", "4", "--models", "qwen3-0.6b"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            script,
+            "--cpu",
+            "--tiny",
+            "--steps",
+            "2",
+            "--prompts",
+            "2",
+            "--group",
+            "4",
+            "--tokens",
+            "8",
+            "--micro-batch",
+            "4",
+            "--models",
+            "qwen3-0.6b",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert [r["method"] for r in results] == ["fullft", "lora-r1"]

@@ -20,8 +20,9 @@ def test_readme_is_a_doorway():
 
 
 def test_config_reference_is_generated_from_the_schema():
-    assert (ROOT / "docs" / "config.md").read_text() == markdown(json_schema()), \
+    assert (ROOT / "docs" / "config.md").read_text() == markdown(json_schema()), (
         "docs/config.md is stale: rankone schema --markdown > docs/config.md"
+    )
 
 
 def test_snakemakes_report_captions_are_the_figure_registrys():
@@ -32,8 +33,9 @@ def test_snakemakes_report_captions_are_the_figure_registrys():
     folder = ROOT / "workflow" / "report"
     assert {p.stem for p in folder.glob("*.rst")} == {Path(f).stem for f in FIGURES}
     for figure in FIGURES:
-        assert (folder / f"{Path(figure).stem}.rst").read_text() == caption_rst(figure), \
+        assert (folder / f"{Path(figure).stem}.rst").read_text() == caption_rst(figure), (
             f"workflow/report/{Path(figure).stem}.rst is stale: rankone captions"
+        )
     rules = "".join(p.read_text() for p in (ROOT / "workflow" / "rules").glob("*.smk"))
     for stem in re.findall(r'caption=f?"\.\./report/([a-z_]+|\{name\})\.rst"', rules):
         assert stem == "{name}" or f"{stem}.png" in FIGURES, stem
@@ -41,10 +43,12 @@ def test_snakemakes_report_captions_are_the_figure_registrys():
 
 def test_findings_and_readme_block_come_from_the_published_reports(monkeypatch):
     monkeypatch.chdir(ROOT)
-    assert (ROOT / "docs" / "findings.md").read_text() == publish.findings_markdown(), \
+    assert (ROOT / "docs" / "findings.md").read_text() == publish.findings_markdown(), (
         "docs/findings.md is stale: rankone findings"
-    assert publish.readme_block() in (ROOT / "README.md").read_text(), \
+    )
+    assert publish.readme_block() in (ROOT / "README.md").read_text(), (
         "README's findings block is stale: rankone findings"
+    )
 
 
 def test_readme_block_is_replaced_and_a_missing_block_is_an_error():

@@ -73,6 +73,8 @@ def extra_pins(name: str) -> dict[str, str]:
 
 def test_benchmark_and_slurm_extras_are_exact_pins_outside_the_lock():
     assert extra_pins("bench.txt")["trl"] == "1.16.0"
-    assert extra_pins("slurm.txt") == {"snakemake-executor-plugin-slurm": "2.8.0",
-                                       "snakemake-executor-plugin-slurm-jobstep": "0.6.1"}
+    assert extra_pins("slurm.txt") == {
+        "snakemake-executor-plugin-slurm": "2.8.0",
+        "snakemake-executor-plugin-slurm-jobstep": "0.6.1",
+    }
     assert "make slurm-env" in (ROOT / ".ci" / "run").read_text()

@@ -30,8 +30,10 @@ from rankone.train import TRAINERS
 from tests.conftest import smoke_dict
 
 pytestmark = pytest.mark.slow
-RL_RUN = ("rl/llama-tiny/fullft/lr0.001/seed1",
-          {"rl": {"steps": 8, "prompts_per_step": 4, "group_size": 4, "checkpoint_every": 2, "micro_batch": 4}})
+RL_RUN = (
+    "rl/llama-tiny/fullft/lr0.001/seed1",
+    {"rl": {"steps": 8, "prompts_per_step": 4, "group_size": 4, "checkpoint_every": 2, "micro_batch": 4}},
+)
 SFT_RUN = ("sft/llama-tiny/fullft/lr0.001/seed0", {"sft": {"steps": 10, "batch_size": 8, "checkpoint_every": 5}})
 
 
@@ -139,10 +141,29 @@ def test_a_group_of_another_size_than_the_job_is_refused(study, tmp_path):
     base, _ = study
     config.write_text(yaml.safe_dump(smoke_dict(results_dir=base.results_dir, experiment=base.experiment)))
     # After "--" torchrun's own parser leaves --run alone (it would take it for its --run-path).
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           "-m", "rankone", "--", "train", "--config", str(config), "--run", RL_RUN[0],
-                           "--processes", "3"],
-                          capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "rankone",
+            "--",
+            "train",
+            "--config",
+            str(config),
+            "--run",
+            RL_RUN[0],
+            "--processes",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert done.returncode != 0
     assert "torchrun started 2 processes, but this job has 3 device(s)" in done.stderr, done.stderr[-3000:]
 
@@ -190,8 +211,11 @@ def test_vllm_rollouts_over_two_processes_match_one(study, tmp_path):
     half of the prompts, with the seeds one engine gives them, so rewards and tokens are one
     process's; and closing the engines (which ends the process group) comes after the weights."""
     pytest.importorskip("vllm")
-    section = {"rl": {**RL_RUN[1]["rl"], "steps": 3, "checkpoint_every": 10, "reward": "random"},
-               "rollout": {"engine": "vllm"}, "methods": ["fullft", "lora-r1"]}  # vLLM serves no TinyLoRA
+    section = {
+        "rl": {**RL_RUN[1]["rl"], "steps": 3, "checkpoint_every": 10, "reward": "random"},
+        "rollout": {"engine": "vllm"},
+        "methods": ["fullft", "lora-r1"],
+    }  # vLLM serves no TinyLoRA
     cmd, out, reference = setup(study, tmp_path, RL_RUN[0], section)
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]

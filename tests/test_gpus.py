@@ -31,8 +31,13 @@ def test_four_one_gpu_jobs_on_two_ids_never_share_one(tmp_path):
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
     env = venv_env(RANKONE_GPU_IDS="0,1", PYTHONPATH=str(ROOT / "src"))
     env.pop("SLURM_JOB_ID", None)
-    out = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "4", "--resources", "gpu=2"], cwd=tmp_path,
-                         env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "4", "--resources", "gpu=2"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     jobs = []
     for i in range(4):
@@ -41,7 +46,7 @@ def test_four_one_gpu_jobs_on_two_ids_never_share_one(tmp_path):
     assert all(len(ids) == 1 for ids, _, _ in jobs) and {ids[0] for ids, _, _ in jobs} == {"0", "1"}
     together = 0
     for a, (ids_a, start_a, end_a) in enumerate(jobs):
-        for ids_b, start_b, end_b in jobs[a + 1:]:
+        for ids_b, start_b, end_b in jobs[a + 1 :]:
             if start_a < end_b and start_b < end_a:  # ran at the same time
                 together += 1
                 assert ids_a != ids_b, jobs
@@ -51,8 +56,9 @@ def test_four_one_gpu_jobs_on_two_ids_never_share_one(tmp_path):
 def test_a_killed_job_frees_its_ids(tmp_path, monkeypatch):
     env = venv_env(RANKONE_GPU_IDS="0,1", RANKONE_GPUS="2", PYTHONPATH=str(ROOT / "src"))
     env.pop("SLURM_JOB_ID", None)
-    holder = subprocess.Popen([sys.executable, "-m", "rankone.gpus", "--hold", "60"], cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "rankone.gpus", "--hold", "60"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert json.loads(holder.stdout.readline())["gpus"] == ["0", "1"]
         monkeypatch.chdir(tmp_path)

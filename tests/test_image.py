@@ -28,8 +28,14 @@ PYTHON = "/opt/rankone/bin/python"
 
 @pytest.fixture(scope="module")
 def image() -> Path:
-    missing = [what for what, ok in (("the image (make image)", (IMAGE / PYTHON.lstrip("/")).exists()),
-                                     ("ch-run (apt-get install charliecloud)", shutil.which("ch-run"))) if not ok]
+    missing = [
+        what
+        for what, ok in (
+            ("the image (make image)", (IMAGE / PYTHON.lstrip("/")).exists()),
+            ("ch-run (apt-get install charliecloud)", shutil.which("ch-run")),
+        )
+        if not ok
+    ]
     if missing:
         if os.environ.get("RANKONE_IMAGE") == "1":
             pytest.fail(f"RANKONE_IMAGE=1 but {' and '.join(missing)} is missing")
@@ -40,14 +46,36 @@ def image() -> Path:
 def in_image(image: Path, workdir: Path, *args: str) -> subprocess.CompletedProcess:
     """`python -m rankone ARGS` inside the image, the work folder bound at /work (its results too)."""
     env = {**os.environ, "USER": os.environ.get("USER", "root")}
-    return subprocess.run(["ch-run", "-b", f"{workdir}:/work", "-c", "/work", str(image), "--",
-                           "env", "PYTHONPATH=src", PYTHON, "-m", "rankone", *args],
-                          env=env, capture_output=True, text=True)
+    return subprocess.run(
+        [
+            "ch-run",
+            "-b",
+            f"{workdir}:/work",
+            "-c",
+            "/work",
+            str(image),
+            "--",
+            "env",
+            "PYTHONPATH=src",
+            PYTHON,
+            "-m",
+            "rankone",
+            *args,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
 
 
 def on_host(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rankone", *args], cwd=workdir, env=venv_env(PYTHONPATH="src"),
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "rankone", *args],
+        cwd=workdir,
+        env=venv_env(PYTHONPATH="src"),
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_the_images_packages_are_the_lock(image):
@@ -68,8 +96,12 @@ def test_data_models_and_a_train_cell_in_the_image_give_the_hosts_bytes(image, t
         study = validate({**cfg, "regimes": ["rl"]})
         cell = next(r for r in study.runs() if r.model == "llama-tiny" and r.method == "lora-r1")
         cell_path = "/".join(cell.path.split("/")[:-1])  # the cell: every seed of it
-        for args in (("data", "--regime", "rl"), ("data", "--regime", "sft"), ("models", "--model", "llama-tiny"),
-                     ("train", "--run", cell_path)):
+        for args in (
+            ("data", "--regime", "rl"),
+            ("data", "--regime", "sft"),
+            ("models", "--model", "llama-tiny"),
+            ("train", "--run", cell_path),
+        ):
             out = run(workdir, args[0], "--config", "config/here.yaml", *args[1:])
             assert out.returncode == 0, (where, args, out.stderr[-3000:])
         runs[where] = workdir / "results" / cfg["experiment"]

@@ -23,8 +23,9 @@ G = 4
 
 
 def sequence_logprobs(policy, samples) -> torch.Tensor:
-    return completion_logprobs(policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C,
-                               samples.completion_mask_B_C).sum(-1)
+    return completion_logprobs(
+        policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C, samples.completion_mask_B_C
+    ).sum(-1)
 
 
 @pytest.mark.parametrize("method, lr", [("fullft", 1e-3), ("lora-r1", 1e-2)])
@@ -50,8 +51,9 @@ def test_policy_gradient_raises_the_log_prob_of_rewarded_completions(study, meth
     optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=lr)
     mask_B_C = samples.completion_mask_B_C.float()
     for _ in range(5):
-        learner_B_C = completion_logprobs(policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L,
-                                          samples.completion_B_C, samples.completion_mask_B_C)
+        learner_B_C = completion_logprobs(
+            policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C, samples.completion_mask_B_C
+        )
         loss = policy_gradient_loss(learner_B_C, samples.sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P)
         optimizer.zero_grad()
         loss.backward()

@@ -97,8 +97,13 @@ def test_tinylora_needs_its_own_grid_and_the_hf_engine():
     cfg = validate(smoke_dict(methods=["fullft", "tinylora-u4"], levers=None, learning_rates=grids))
     assert [r.lr for r in cfg.runs() if r.method == "tinylora-u4"][0] == 1e-2
     assert [m for m in sorted(["fullft", "lora-r1", "tinylora-u64", "tinylora-u1"], key=method_position)] == [
-        "tinylora-u1", "tinylora-u64", "lora-r1", "fullft"]
+        "tinylora-u1",
+        "tinylora-u64",
+        "lora-r1",
+        "fullft",
+    ]
     assert method_label("tinylora-u13") == "TinyLoRA u=13" and method_label("lora-r4-mlp") == "rank 4"
     with pytest.raises(ConfigError, match="cannot serve TinyLoRA"):
-        validate(smoke_dict(methods=["fullft", "tinylora-u4"], levers=None, learning_rates=grids,
-                            rollout={"engine": "vllm"}))
+        validate(
+            smoke_dict(methods=["fullft", "tinylora-u4"], levers=None, learning_rates=grids, rollout={"engine": "vllm"})
+        )

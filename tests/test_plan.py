@@ -19,8 +19,15 @@ from rankone.models import PRESETS, HubPreset, Shape
 from tests.conftest import ROOT, copy_workflow, real_config, snakemake
 
 HUB_CONFIGS = ROOT / "tests/fixtures/hub/configs"
-FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-          "vocab_size", "tie_word_embeddings")
+FIELDS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "vocab_size",
+    "tie_word_embeddings",
+)
 
 
 @pytest.mark.parametrize("name", [n for n, p in PRESETS.items() if isinstance(p, HubPreset)])
@@ -37,8 +44,10 @@ def test_the_gguf_preset_shape_is_the_converted_checkpoints(smollm2):
     converted = json.loads((at.model("smollm2-135m") / "config.json").read_text())
     shape = PRESETS["smollm2-135m"].shape
     assert {f: getattr(shape, f) for f in FIELDS} == {f: converted[f] for f in FIELDS}
-    assert plan.counts(cfg, shape, None)[0] == json.loads((at.model("smollm2-135m") / "rankone.json").read_text())[
-        "parameters"]
+    assert (
+        plan.counts(cfg, shape, None)[0]
+        == json.loads((at.model("smollm2-135m") / "rankone.json").read_text())["parameters"]
+    )
 
 
 def test_flops_match_a_hand_count():
@@ -95,14 +104,25 @@ for B in batches:  # smallest first: the high-water mark after each step is that
 def test_predicted_peak_of_an_rl_step_is_within_30_percent_of_the_measured(smollm2, tmp_path, method):
     cfg, at, _ = smollm2
     L, C, batches = 32, 64, (2, 8)
-    out = subprocess.run([sys.executable, "-c", STEP, str(at.model("smollm2-135m")), method, str(L), str(C),
-                          *map(str, batches)], capture_output=True, text=True, cwd=ROOT, check=True,
-                         env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"})
-    peaks = [int(line) for line in out.stdout.strip().splitlines()[-len(batches):]]
+    out = subprocess.run(
+        [sys.executable, "-c", STEP, str(at.model("smollm2-135m")), method, str(L), str(C), *map(str, batches)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+        env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"},
+    )
+    peaks = [int(line) for line in out.stdout.strip().splitlines()[-len(batches) :]]
     for B, peak in zip(batches, peaks):
-        study = validate(real_config(tmp_path, dtype="float32", rl={"steps": 1, "prompts_per_step": B // 2,
-                                                                    "group_size": 2},
-                                     rollout={"max_new_tokens": C}, plan={"prompt_tokens": L}))
+        study = validate(
+            real_config(
+                tmp_path,
+                dtype="float32",
+                rl={"steps": 1, "prompts_per_step": B // 2, "group_size": 2},
+                rollout={"max_new_tokens": C},
+                plan={"prompt_tokens": L},
+            )
+        )
         e = plan.estimate(study, "train", "smollm2-135m", method)
         predicted = e.weights + e.optimizer + e.update()  # no sampling in this step
         print(f"\n{method} B={B}: predicted {predicted / 2**20:.0f} MiB, measured {peak / 2**20:.0f} MiB")
@@ -136,9 +156,21 @@ SMALL_GPU = "resources:\n  train: {gpu: 1, by_method: {lora: {gpu: 2}}}\nplan: {
 
 def test_rankone_plan_names_the_job_that_cannot_fit(tmp_path):
     (tmp_path / "small-gpu.yaml").write_text(SMALL_GPU)
-    out = subprocess.run([sys.executable, "-m", "rankone", "plan", "--config", "config/default.yaml",
-                          "config/smoke.yaml", str(tmp_path / "small-gpu.yaml")], capture_output=True, text=True,
-                         cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rankone",
+            "plan",
+            "--config",
+            "config/default.yaml",
+            "config/smoke.yaml",
+            str(tmp_path / "small-gpu.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 1, out.stderr[-2000:]
     assert "| train | qwen3-tiny | lora-r1 |" in out.stdout and "GPU-hours" in out.stdout
     assert "cannot fit: train llama-tiny fullft: needs" in out.stderr

@@ -25,15 +25,24 @@ FIXTURES = ROOT / "tests" / "fixtures" / "hub"
 
 def offline_env(tmp_path) -> dict:
     """The hub unreachable and its caches empty: what a run without the internet sees."""
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"),
-            "PYTHONPATH": str(ROOT / "src")}
+    return {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf"),
+        "PYTHONPATH": str(ROOT / "src"),
+    }
 
 
 def cli(tmp_path, config: dict, *args: str) -> subprocess.CompletedProcess:
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(config))
-    return subprocess.run([sys.executable, "-m", "rankone", *args, "--config", str(path)], capture_output=True,
-                          text=True, env=offline_env(tmp_path))
+    return subprocess.run(
+        [sys.executable, "-m", "rankone", *args, "--config", str(path)],
+        capture_output=True,
+        text=True,
+        env=offline_env(tmp_path),
+    )
 
 
 def test_the_gguf_becomes_an_ordinary_checkpoint_with_its_chat_template(smollm2):
@@ -90,15 +99,20 @@ def test_a_gguf_whose_sha256_differs_is_refused_before_loading(tmp_path, monkeyp
 def test_a_hub_preset_without_network_is_a_clear_error(tmp_path):
     out = cli(tmp_path, real_config(tmp_path, models=["qwen3-0.6b"]), "models", "--model", "qwen3-0.6b")
     assert out.returncode == 2, out.stderr[-2000:]
-    assert "cannot load Qwen/Qwen3-0.6B-Base@da87bfb608c14b7cf20ba1ce41287e8de496c0cd from the Hugging Face hub" \
+    assert (
+        "cannot load Qwen/Qwen3-0.6B-Base@da87bfb608c14b7cf20ba1ce41287e8de496c0cd from the Hugging Face hub"
         in out.stderr
+    )
     assert "no network?" in out.stderr and "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("task, params, answer_shape", [
-    ("gsm8k", {"path": str(FIXTURES / "gsm8k"), "n_val": 2, "n_test": 3}, r"^\d+$"),
-    ("math", {"path": str(FIXTURES / "hendrycks_math"), "n_val": 2, "n_test": 3}, r"\S"),
-])
+@pytest.mark.parametrize(
+    "task, params, answer_shape",
+    [
+        ("gsm8k", {"path": str(FIXTURES / "gsm8k"), "n_val": 2, "n_test": 3}, r"^\d+$"),
+        ("math", {"path": str(FIXTURES / "hendrycks_math"), "n_val": 2, "n_test": 3}, r"\S"),
+    ],
+)
 def test_hub_tasks_load_through_datasets_and_check_with_math_verify(tmp_path, task, params, answer_shape):
     import re
 

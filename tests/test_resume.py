@@ -20,8 +20,10 @@ from rankone.paths import Layout
 from rankone.train import TRAINERS
 from tests.conftest import smoke_dict
 
-RL_RUN = ("rl/llama-tiny/fullft/lr0.001/seed1",
-          {"rl": {"steps": 40, "prompts_per_step": 4, "group_size": 4, "checkpoint_every": 5}})
+RL_RUN = (
+    "rl/llama-tiny/fullft/lr0.001/seed1",
+    {"rl": {"steps": 40, "prompts_per_step": 4, "group_size": 4, "checkpoint_every": 5}},
+)
 SFT_RUN = ("sft/qwen3-tiny/lora-r1/lr0.01/seed0", {"sft": {"steps": 300, "batch_size": 16, "checkpoint_every": 10}})
 
 
@@ -88,11 +90,15 @@ def truncate(file: Path) -> None:
     file.write_bytes(data[: len(data) // 2])
 
 
-@pytest.mark.parametrize("broken, file, expected", [
-    (("checkpoint",), "weights.safetensors", "resumed from step"),  # the one before it is still good
-    # the weights read fine, the optimizer state does not: nothing of it may be applied
-    (("checkpoint", "checkpoint.prev"), "optimizer.safetensors", "starting from step 0"),
-], ids=["newest", "both"])
+@pytest.mark.parametrize(
+    "broken, file, expected",
+    [
+        (("checkpoint",), "weights.safetensors", "resumed from step"),  # the one before it is still good
+        # the weights read fine, the optimizer state does not: nothing of it may be applied
+        (("checkpoint", "checkpoint.prev"), "optimizer.safetensors", "starting from step 0"),
+    ],
+    ids=["newest", "both"],
+)
 def test_a_truncated_checkpoint_is_set_aside_and_the_run_completes(study, tmp_path, broken, file, expected):
     cmd, out, reference = killed_run(study, tmp_path, *RL_RUN, "checkpoint.prev")
     for name in broken:  # as a full disk would leave them
@@ -131,8 +137,13 @@ def test_a_crash_at_any_point_of_a_checkpoint_write_leaves_only_whole_checkpoint
     from safetensors.torch import load_file
 
     (base, at), run = study, RunId.parse(RL_RUN[0])
-    cfg = validate(smoke_dict(results_dir=base.results_dir, experiment=base.experiment,
-                              rl={"steps": 16, "prompts_per_step": 4, "group_size": 4, "checkpoint_every": 5}))
+    cfg = validate(
+        smoke_dict(
+            results_dir=base.results_dir,
+            experiment=base.experiment,
+            rl={"steps": 16, "prompts_per_step": 4, "group_size": 4, "checkpoint_every": 5},
+        )
+    )
     train = lambda out: TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), out)  # noqa: E731
     train(reference := tmp_path / "reference")
     replace, rmtree = os.replace, shutil.rmtree
@@ -148,6 +159,7 @@ def test_a_crash_at_any_point_of_a_checkpoint_write_leaves_only_whole_checkpoint
                             next(p for p in sorted(Path(src).rglob("*")) if p.is_file()).unlink()
                         raise Crash(f"operation {n}")
                 return real(src, *args, **kwargs)
+
             return op
 
         monkeypatch.setattr(os, "replace", counted(replace))
@@ -158,7 +170,10 @@ def test_a_crash_at_any_point_of_a_checkpoint_write_leaves_only_whole_checkpoint
         for name in ("checkpoint", "checkpoint.prev"):
             if (out / name).exists():
                 assert sorted(f.name for f in (out / name).iterdir()) == [
-                    "optimizer.safetensors", "state.json", "weights.safetensors"], f"crash {n}: {name}/"
+                    "optimizer.safetensors",
+                    "state.json",
+                    "weights.safetensors",
+                ], f"crash {n}: {name}/"
                 load_file(out / name / "weights.safetensors"), load_file(out / name / "optimizer.safetensors")
         assert n == 1 or any(out.glob("checkpoint*")) or (out / "run.json").exists(), f"crash {n} lost all"
         train(out)

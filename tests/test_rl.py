@@ -50,7 +50,8 @@ def test_calibration_subtracts_alpha_times_the_brier_term():
     calibrated = training_rewards("task", task, texts, answers, 0, 0, calibration_alpha=0.2).tolist()
     assert calibrated == pytest.approx([1.0, 0.8, 0.0, -0.2, -0.2])  # no confidence: the worst term
     assert training_rewards("format", task, texts, answers, 0, 0, 0.2).tolist() == pytest.approx(
-        [1.0, 0.8, 1.0, 0.8, 0.8])
+        [1.0, 0.8, 1.0, 0.8, 0.8]
+    )
 
 
 def test_entropy_of_known_distributions():
@@ -71,8 +72,9 @@ def test_importance_ratio_is_one_on_policy(study):
         engine = make_engine("hf", policy, tokenizer, 1.0, 4)
         torch.manual_seed(0)
         samples = engine.sample(["03+04=", "11+02="], 4)
-        learner = completion_logprobs(policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L,
-                                      samples.completion_B_C, samples.completion_mask_B_C)
+        learner = completion_logprobs(
+            policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C, samples.completion_mask_B_C
+        )
         mask = samples.completion_mask_B_C.float()
         ratio = importance_ratio(learner, samples.sampler_logprobs_B_C, mask)
         assert mask.sum() > 0
@@ -91,8 +93,11 @@ def test_unbiased_pass_at_k():
     assert pass_at_k(8, 2, 8) == 1.0  # every sample drawn: right if any is
 
 
-@pytest.mark.parametrize("lever", [{"advantage_sign": "negative"}, {"advantage_sign": "positive"},
-                                   {"reward": "format"}, {"reward": "random"}], ids=lambda d: "-".join(d.values()))
+@pytest.mark.parametrize(
+    "lever",
+    [{"advantage_sign": "negative"}, {"advantage_sign": "positive"}, {"reward": "format"}, {"reward": "random"}],
+    ids=lambda d: "-".join(d.values()),
+)
 def test_each_lever_trains_and_logs_the_task_reward_beside_what_it_learned_from(study, tmp_path, lever):
     from rankone.config import RunId, validate
     from rankone.io import read_json, read_jsonl

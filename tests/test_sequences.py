@@ -23,11 +23,19 @@ def generated(model, tokenizer, prompts, n, temperature, max_new_tokens, greedy=
     ids_B_L, mask_B_L = ids_P_L.repeat_interleave(n, 0), mask_P_L.repeat_interleave(n, 0)
     sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
     with torch.no_grad():
-        out = model.generate(input_ids=ids_B_L, attention_mask=mask_B_L, do_sample=not greedy,
-                             max_new_tokens=max_new_tokens, min_new_tokens=0, output_logits=True,
-                             return_dict_in_generate=True, pad_token_id=tokenizer.pad_token_id,
-                             eos_token_id=tokenizer.eos_token_id, **sampling)
-    completion_B_C = out.sequences[:, ids_B_L.shape[1]:]
+        out = model.generate(
+            input_ids=ids_B_L,
+            attention_mask=mask_B_L,
+            do_sample=not greedy,
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=0,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            **sampling,
+        )
+    completion_B_C = out.sequences[:, ids_B_L.shape[1] :]
     logits_B_C_V = torch.stack(out.logits, dim=1).float() / (1.0 if greedy else temperature)
     logprobs_B_C = torch.gather(F.log_softmax(logits_B_C_V, -1), 2, completion_B_C.unsqueeze(-1)).squeeze(-1)
     return completion_B_C, logprobs_B_C * completion_mask(completion_B_C, tokenizer.eos_token_id)
@@ -38,8 +46,9 @@ def assert_same_draws(model, tokenizer, prompts, n, temperature, max_new_tokens,
     lengths = set()
     for seed in seeds:
         torch.manual_seed(seed)
-        expected_B_C, expected_logprobs_B_C = generated(model, tokenizer, prompts, n, temperature, max_new_tokens,
-                                                        greedy)
+        expected_B_C, expected_logprobs_B_C = generated(
+            model, tokenizer, prompts, n, temperature, max_new_tokens, greedy
+        )
         torch.manual_seed(seed)
         got = sample(model, tokenizer, prompts, n, temperature, max_new_tokens, greedy)
         assert torch.equal(got.completion_B_C, expected_B_C), seed

@@ -29,8 +29,15 @@ pytestmark = pytest.mark.slow
 
 VIEWPORT = {"width": 1280, "height": 800}
 # As root, headless, on a machine without network: no sandbox, no background connections.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ARTIFACTS = Path(os.environ.get("RANKONE_ARTIFACTS", ROOT / "test-artifacts"))
 
 
@@ -42,8 +49,9 @@ def site(smoke, tmp_path_factory):
             pytest.fail("RANKONE_BROWSER=1 but chromium is not installed (apt-get install chromium)")
         pytest.skip("no chromium here (apt-get install chromium)")
     smoke = study_copy(smoke, tmp_path_factory.mktemp("site") / "smoke")
-    out = subprocess.run([sys.executable, "-m", "rankone", "publish"], cwd=smoke, capture_output=True, text=True,
-                         env=venv_env())
+    out = subprocess.run(
+        [sys.executable, "-m", "rankone", "publish"], cwd=smoke, capture_output=True, text=True, env=venv_env()
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     handler = functools.partial(QuietHandler, directory=str(smoke / "reports"))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -86,13 +94,17 @@ def visit(browser, url: str, screenshot: str | None = None) -> dict:
     page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
     page.goto(url, wait_until="load")
     page.evaluate("Promise.all([...document.images].map(i => i.decode().catch(() => null)))")
-    images = page.eval_on_selector_all("img", "els => els.map(e => [e.getAttribute('src'), e.naturalWidth, "
-                                       "e.naturalHeight])")
+    images = page.eval_on_selector_all(
+        "img", "els => els.map(e => [e.getAttribute('src'), e.naturalWidth, e.naturalHeight])"
+    )
     links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
-    boxes = {name: page.eval_on_selector(selector, "e => { const r = e.getBoundingClientRect(); "
-                                         "return [r.top, r.bottom, r.width]; }")
-             for name, selector in (("forest", "#the-answer img"), ("headline", "#the-answer ul"))
-             if page.query_selector(selector)}
+    boxes = {
+        name: page.eval_on_selector(
+            selector, "e => { const r = e.getBoundingClientRect(); return [r.top, r.bottom, r.width]; }"
+        )
+        for name, selector in (("forest", "#the-answer img"), ("headline", "#the-answer ul"))
+        if page.query_selector(selector)
+    }
     if screenshot:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / screenshot))

@@ -46,8 +46,10 @@ def test_every_job_went_through_sbatch_and_gave_the_local_runs_bytes(cluster, sl
     assert len(runs) == 2
     for run in runs:  # each seed trained through SLURM as on this machine's cores, byte for byte
         assert run.read_bytes() == (smoke / run.relative_to(slurm_smoke)).read_bytes(), run
-    scores = [[{k: v for k, v in e.items() if k != "provenance"} for e in read_jsonl(root / SLURM_TARGET)]
-              for root in (slurm_smoke, smoke)]  # provenance: the host and times of each job
+    scores = [
+        [{k: v for k, v in e.items() if k != "provenance"} for e in read_jsonl(root / SLURM_TARGET)]
+        for root in (slurm_smoke, smoke)
+    ]  # provenance: the host and times of each job
     assert scores[0] == scores[1]
 
 

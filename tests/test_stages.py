@@ -63,8 +63,12 @@ def downstream(stages: set[str]) -> set[str]:
 
 
 def rerun(before, after) -> set[str]:
-    direct = {stage for stage in STAGES for regime in ("rl", "sft")
-              if config_digest(before, stage, regime) != config_digest(after, stage, regime)}
+    direct = {
+        stage
+        for stage in STAGES
+        for regime in ("rl", "sft")
+        if config_digest(before, stage, regime) != config_digest(after, stage, regime)
+    }
     return downstream(direct)
 
 
@@ -87,7 +91,9 @@ def test_truncation_fields_rerun_the_truncation_stage_and_the_report_only():
     before = validate(DEFAULT)
     assert rerun(before, validate(layered)) == {"truncation", "report"}
     assert rerun(validate(layered), validate(changed(layered, "truncation", {"ranks": [1, 4]}))) == {
-        "truncation", "report"}
+        "truncation",
+        "report",
+    }
 
 
 def test_checkpoint_identity_covers_everything_training_depends_on(tmp_path):
@@ -100,9 +106,17 @@ def test_checkpoint_identity_covers_everything_training_depends_on(tmp_path):
         return Run(validate(data), run, tmp_path, model_dir, None, None, None, None).identity()
 
     base = identity(DEFAULT)
-    for field, value in [("rollout.temperature", 0.7), ("pretrain.steps", 10), ("architecture.hidden_size", 256),
-                         ("tasks.rl.params.warmup_share", 0.4), ("rl.steps", 10), ("seed", 3), ("device", "cpu"),
-                         ("gradient_checkpointing", True), ("rl.micro_batch", 8)]:
+    for field, value in [
+        ("rollout.temperature", 0.7),
+        ("pretrain.steps", 10),
+        ("architecture.hidden_size", 256),
+        ("tasks.rl.params.warmup_share", 0.4),
+        ("rl.steps", 10),
+        ("seed", 3),
+        ("device", "cpu"),
+        ("gradient_checkpointing", True),
+        ("rl.micro_batch", 8),
+    ]:
         assert identity(changed(DEFAULT, field, value)) != base, field
     assert identity(changed(DEFAULT, "evaluate.n_prompts", 64)) == base  # evaluation is not training's business
     (model_dir / "rankone.json").write_text('{"rebuilt": true}')
@@ -112,8 +126,14 @@ def test_checkpoint_identity_covers_everything_training_depends_on(tmp_path):
 
 def test_a_layered_config_can_switch_a_task(tmp_path):
     over = tmp_path / "facts-rl.yaml"
-    over.write_text(yaml.safe_dump({"experiment": "facts-rl", "tasks": {"rl": {
-        "name": "facts", "params": {"n_facts": 256, "digits": 1, "n_val": 64, "n_test": 64}}}}))
+    over.write_text(
+        yaml.safe_dump(
+            {
+                "experiment": "facts-rl",
+                "tasks": {"rl": {"name": "facts", "params": {"n_facts": 256, "digits": 1, "n_val": 64, "n_test": 64}}},
+            }
+        )
+    )
     cfg = validate(layered_files([ROOT / "config/default.yaml", over]))
     assert cfg.tasks["rl"].name == "facts" and cfg.tasks["rl"].params["n_facts"] == 256
     assert "max_operand" not in cfg.tasks["rl"].params  # the old task's params are dropped

@@ -38,8 +38,14 @@ def test_arithmetic_splits_deterministic_disjoint_and_correct():
     assert Arithmetic.splits(params, 4) != a
     prompts = {s: {r["prompt"] for r in rows} for s, rows in a.items()}
     assert set(prompts) == {"train", "val", "test", "warmup"}
-    for one, other in [("train", "val"), ("train", "test"), ("val", "test"), ("warmup", "train"), ("warmup", "val"),
-                       ("warmup", "test")]:
+    for one, other in [
+        ("train", "val"),
+        ("train", "test"),
+        ("val", "test"),
+        ("warmup", "train"),
+        ("warmup", "val"),
+        ("warmup", "test"),
+    ]:
         assert not prompts[one] & prompts[other], (one, other)
     assert sum(len(p) for p in prompts.values()) == 31 * 31  # every problem in exactly one split
     assert 50 <= len(prompts["val"]) <= 51 and 60 <= len(prompts["test"]) <= 61
@@ -58,8 +64,12 @@ def test_arithmetic_splits_keep_both_orders_of_a_pair_together():
             a, b = row["prompt"].rstrip("=").split("+")
             where.setdefault(frozenset((int(a), int(b))), set()).add(split)
     assert all(len(s) == 1 for s in where.values())
-    swapped_in_train = [r for r in splits["test"] if "+".join(reversed(r["prompt"][:-1].split("+"))) + "="
-                        in {t["prompt"] for t in splits["train"] + splits["warmup"]}]
+    swapped_in_train = [
+        r
+        for r in splits["test"]
+        if "+".join(reversed(r["prompt"][:-1].split("+"))) + "="
+        in {t["prompt"] for t in splits["train"] + splits["warmup"]}
+    ]
     assert swapped_in_train == []
 
 

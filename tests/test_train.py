@@ -19,9 +19,13 @@ def train_once(study, run, out_dir, cfg=None):
 
 @pytest.mark.parametrize(
     "path",
-    ["rl/qwen3-tiny/lora-r1/lr0.01/seed0", "rl/llama-tiny/fullft/lr0.001/seed1",
-     "sft/llama-tiny/lora-r1/lr0.01/seed0", "sft/qwen3-tiny/fullft/lr0.001/seed0",
-     "rl/llama-tiny/tinylora-u4/lr0.01/seed0"],  # TinyLoRA, which the smoke study no longer runs
+    [
+        "rl/qwen3-tiny/lora-r1/lr0.01/seed0",
+        "rl/llama-tiny/fullft/lr0.001/seed1",
+        "sft/llama-tiny/lora-r1/lr0.01/seed0",
+        "sft/qwen3-tiny/fullft/lr0.001/seed0",
+        "rl/llama-tiny/tinylora-u4/lr0.01/seed0",
+    ],  # TinyLoRA, which the smoke study no longer runs
 )
 def test_same_config_and_seed_give_identical_metrics_and_weights(study, tmp_path, path):
     run = RunId.parse(path)
@@ -58,8 +62,9 @@ def test_different_seeds_differ(study, tmp_path):
 def test_gap_threshold_stops_the_run(study, tmp_path):
     cfg, _ = study
     # Below fp32's own noise: the step-0 gap (the noise floor, same weights both sides) already passes it.
-    strict = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"max_logprob_gap": 1e-12,
-                                                                     "max_noise_floor": 1e-12})})
+    strict = cfg.model_copy(
+        update={"rl": cfg.rl.model_copy(update={"max_logprob_gap": 1e-12, "max_noise_floor": 1e-12})}
+    )
     with pytest.raises(StaleSamplerError, match="step 0.*max_noise_floor"):
         train_once(study, RunId.parse("rl/qwen3-tiny/lora-r1/lr0.01/seed0"), tmp_path / "a", strict)
     assert read_json(tmp_path / "a/run.json")["status"] == "stale-sampler"

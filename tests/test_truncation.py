@@ -59,9 +59,22 @@ def hand_table() -> pd.DataFrame:
     rows = []
     for lr, seed, k1 in ((1e-4, 0, 0.6), (1e-4, 1, 0.68), (3e-4, 0, 0.4)):
         for k, score, full in ((1, k1, False), (8, 0.8, True)):
-            rows.append({"model": "m", "lr": lr, "seed": seed, "k": k, "full": full, "energy_kept": 0.5 if k == 1
-                         else 1.0, "mean_reward": score, "greedy_accuracy": score, "base_mean_reward": 0.4,
-                         "base_greedy_accuracy": 0.4, "full_mean_reward": 0.8, "full_greedy_accuracy": 0.8})
+            rows.append(
+                {
+                    "model": "m",
+                    "lr": lr,
+                    "seed": seed,
+                    "k": k,
+                    "full": full,
+                    "energy_kept": 0.5 if k == 1 else 1.0,
+                    "mean_reward": score,
+                    "greedy_accuracy": score,
+                    "base_mean_reward": 0.4,
+                    "base_greedy_accuracy": 0.4,
+                    "full_mean_reward": 0.8,
+                    "full_greedy_accuracy": 0.8,
+                }
+            )
     best = pd.DataFrame([{"regime": "rl", "model": "m", "method": "fullft", "lr": 1e-4}])
     return table(rows, best)
 

@@ -44,26 +44,31 @@ def engines(study):
 
 def learner_logprobs(policy, samples):
     with torch.no_grad():
-        return completion_logprobs(policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L,
-                                   samples.completion_B_C, samples.completion_mask_B_C)
+        return completion_logprobs(
+            policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C, samples.completion_mask_B_C
+        )
 
 
-def assert_parity(policy, tokenizer, engine, prompts: list[str], max_new_tokens: int, mean_tol: float,
-                  max_tol: float) -> None:
+def assert_parity(
+    policy, tokenizer, engine, prompts: list[str], max_new_tokens: int, mean_tol: float, max_tol: float
+) -> None:
     """vLLM's sampled tokens score the same under transformers + peft, and greedy decoding agrees."""
     torch.manual_seed(0)
     samples = engine.sample(prompts, 4)
     assert samples.completion_mask_B_C.sum() > 0
-    gap_mean, gap_max = sampler_gap(learner_logprobs(policy, samples), samples.sampler_logprobs_B_C,
-                                    samples.completion_mask_B_C)
+    gap_mean, gap_max = sampler_gap(
+        learner_logprobs(policy, samples), samples.sampler_logprobs_B_C, samples.completion_mask_B_C
+    )
     assert gap_mean < mean_tol and gap_max < max_tol, (gap_mean, gap_max)
     greedy_vllm = engine.sample(prompts, 1, greedy=True)
     policy.eval()
     greedy_hf = sample(policy, tokenizer, prompts, 1, 1.0, max_new_tokens, greedy=True)
     assert greedy_vllm.texts == greedy_hf.texts
     width = greedy_vllm.completion_B_C.shape[1]
-    assert torch.equal(greedy_vllm.completion_B_C * greedy_vllm.completion_mask_B_C,
-                       greedy_hf.completion_B_C[:, :width] * greedy_vllm.completion_mask_B_C)
+    assert torch.equal(
+        greedy_vllm.completion_B_C * greedy_vllm.completion_mask_B_C,
+        greedy_hf.completion_B_C[:, :width] * greedy_vllm.completion_mask_B_C,
+    )
 
 
 @pytest.mark.parametrize("model_name", ["qwen3-tiny", "llama-tiny"])
@@ -85,10 +90,12 @@ def rl_update(policy, engine, lr: float = 0.05, prompts: list[str] = PROMPTS) ->
     advantages_P_G, keep_P = group_advantages(rewards_P_G)
     assert keep_P.any()
     policy.train()
-    learner = completion_logprobs(policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L,
-                                  samples.completion_B_C, samples.completion_mask_B_C)
-    loss = policy_gradient_loss(learner, samples.sampler_logprobs_B_C, samples.completion_mask_B_C.float(),
-                                advantages_P_G, keep_P)
+    learner = completion_logprobs(
+        policy, samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C, samples.completion_mask_B_C
+    )
+    loss = policy_gradient_loss(
+        learner, samples.sampler_logprobs_B_C, samples.completion_mask_B_C.float(), advantages_P_G, keep_P
+    )
     optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=lr)
     optimizer.zero_grad()
     loss.backward()
@@ -121,15 +128,17 @@ def test_a_stale_engine_fails_the_check(engines, rank):
     rl_update(policy, engine, lr=0.1)  # and no engine.sync: the bug
     torch.manual_seed(3)
     samples = engine.sample(PROMPTS, 4)
-    gap_mean, _ = sampler_gap(learner_logprobs(policy, samples), samples.sampler_logprobs_B_C,
-                              samples.completion_mask_B_C)
+    gap_mean, _ = sampler_gap(
+        learner_logprobs(policy, samples), samples.sampler_logprobs_B_C, samples.completion_mask_B_C
+    )
     with pytest.raises(StaleSamplerError, match="not sampling the current policy"):
         check_fresh(gap_mean, 1e-3, "stale")
     engine.sync(policy)  # repaired, the same check passes
     torch.manual_seed(3)
     samples = engine.sample(PROMPTS, 4)
-    gap_mean, _ = sampler_gap(learner_logprobs(policy, samples), samples.sampler_logprobs_B_C,
-                              samples.completion_mask_B_C)
+    gap_mean, _ = sampler_gap(
+        learner_logprobs(policy, samples), samples.sampler_logprobs_B_C, samples.completion_mask_B_C
+    )
     check_fresh(gap_mean, 1e-3, "repaired")
 
 
@@ -164,14 +173,12 @@ def test_the_sampler_follows_the_learner_on_a_real_135m_llama(real_engine):
     rl_update(policy, engine, lr=0.01, prompts=REAL_PROMPTS)  # and no engine.sync yet: stale
     torch.manual_seed(3)
     samples = engine.sample(REAL_PROMPTS, 4)
-    stale, _ = sampler_gap(learner_logprobs(policy, samples), samples.sampler_logprobs_B_C,
-                           samples.completion_mask_B_C)
+    stale, _ = sampler_gap(learner_logprobs(policy, samples), samples.sampler_logprobs_B_C, samples.completion_mask_B_C)
     with pytest.raises(StaleSamplerError):
         check_fresh(stale, 1e-3, "stale")
     engine.sync(policy)
     torch.manual_seed(3)
     samples = engine.sample(REAL_PROMPTS, 4)
-    fresh, _ = sampler_gap(learner_logprobs(policy, samples), samples.sampler_logprobs_B_C,
-                           samples.completion_mask_B_C)
+    fresh, _ = sampler_gap(learner_logprobs(policy, samples), samples.sampler_logprobs_B_C, samples.completion_mask_B_C)
     check_fresh(fresh, 1e-3, "fresh")
     assert fresh < stale / 10

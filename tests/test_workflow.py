@@ -66,13 +66,26 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
     assert len(confirmed.merge(best, on=["regime", "model", "method", "lr"])) == len(confirmed)
     assert (verdicts[verdicts.regime == "rl"].seeds == len(cfg.confirmation.seeds["rl"])).all()
     report = smoke / at.report
-    for name in ("report.md", "report.html", "forest.png", "trajectory.png", "rl_curves.png", "sft_curves.png",
-                 "lr_sweep.png", "information.png", "rl_bits.png"):
+    for name in (
+        "report.md",
+        "report.html",
+        "forest.png",
+        "trajectory.png",
+        "rl_curves.png",
+        "sft_curves.png",
+        "lr_sweep.png",
+        "information.png",
+        "rl_bits.png",
+    ):
         assert (report / name).stat().st_size > 0, name
     text = (report / "report.md").read_text()
     # the report opens with the answer: the forest plot, then one sentence per (regime, model)
-    assert text.index("## The answer") < text.index("forest.png") < text.index("**RL · llama-tiny**") < text.index(
-        "## Verdicts")
+    assert (
+        text.index("## The answer")
+        < text.index("forest.png")
+        < text.index("**RL · llama-tiny**")
+        < text.index("## Verdicts")
+    )
     assert text.count("margin ±") >= len(cfg.regimes) * len(cfg.models)
 
 
@@ -112,8 +125,10 @@ def test_smoke_truncation_reproduces_the_evaluation_at_full_rank(smoke):
     assert (full.kept_mean_reward.dropna() == 1.0).all()
     # full rank is the trained model itself, scored as the evaluate stage scored it
     for model in cfg.models:
-        evaluated = {r["run"]: r["test"]["mean_reward"] for r in
-                     map(json.loads, (smoke / at.evaluation("rl", model, "fullft")).read_text().splitlines())}
+        evaluated = {
+            r["run"]: r["test"]["mean_reward"]
+            for r in map(json.loads, (smoke / at.evaluation("rl", model, "fullft")).read_text().splitlines())
+        }
         for r in full[full.model == model].itertuples():
             run = next(x for x in fullft_rl if (x.model, x.lr, x.seed) == (model, r.lr, r.seed))
             assert r.mean_reward == evaluated[run.path]
@@ -145,8 +160,9 @@ def test_smoke_levers_run_at_plain_rls_episodes_and_are_judged_against_it(smoke)
     for name in cfg.levers.variants:
         sub = resolved.lever_study(name)
         for run in sub.runs():
-            assert read_json(smoke / at.lever(name).train(run) / "run.json")["resolved_config"]["rl"] == \
-                sub.rl.model_dump(mode="json")
+            assert read_json(smoke / at.lever(name).train(run) / "run.json")["resolved_config"][
+                "rl"
+            ] == sub.rl.model_dump(mode="json")
     assert (smoke / at.report / "levers.png").stat().st_size > 0
     assert "## Levers" in (smoke / at.report / "report.md").read_text()
     curves = pd.read_csv(smoke / at.table("levers_calibration.csv"))
@@ -156,8 +172,9 @@ def test_smoke_levers_run_at_plain_rls_episodes_and_are_judged_against_it(smoke)
     assert per_run[("calibration", *per_run.index[0][1:])] == per_run[("plain", *per_run.index[0][1:])] == cfg.rl.steps
     assert curves.brier.between(0, 1).all() and curves.ece.between(0, 1).all()
     assert (smoke / at.report / "levers_calibration.png").stat().st_size > 0
-    calibrated = read_jsonl(smoke / at.lever("calibration").train(
-        next(iter(resolved.lever_study("calibration").runs()))) / "metrics.jsonl")
+    calibrated = read_jsonl(
+        smoke / at.lever("calibration").train(next(iter(resolved.lever_study("calibration").runs()))) / "metrics.jsonl"
+    )
     assert all(s["train_reward"] <= s["reward"] for s in calibrated)  # the Brier term only takes away
 
 
@@ -206,8 +223,17 @@ def test_changing_one_learning_rate_reruns_only_its_jobs(own_smoke):
     # follow; nothing else (no data, models, rollouts, capacity or lever runs). The select
     # checkpoint reruns; which confirmation runs follow is known only once it has chosen.
     assert counts == {
-        "train": len(cfg["models"]), "evaluate": len(cfg["models"]), "select": 1, "updates": 1, "truncation": 1,
-        "analysis": 1, "capacity": 1, "levers": 1, "report": 1, "all": 1}
+        "train": len(cfg["models"]),
+        "evaluate": len(cfg["models"]),
+        "select": 1,
+        "updates": 1,
+        "truncation": 1,
+        "analysis": 1,
+        "capacity": 1,
+        "levers": 1,
+        "report": 1,
+        "all": 1,
+    }
 
 
 def test_changing_the_sft_task_rebuilds_the_base_models(own_smoke):
@@ -220,13 +246,24 @@ def test_changing_the_sft_task_rebuilds_the_base_models(own_smoke):
 def test_a_layered_config_switches_the_rl_task(smoke, tmp_path):
     layer = tmp_path / "facts-rl.yaml"
     # levers off too: the smoke study's calibration lever needs a task that states a confidence
-    layer.write_text(yaml.safe_dump({"experiment": "facts-rl", "capacity": None, "levers": None, "tasks": {"rl": {
-        "name": "facts", "params": {"n_facts": 64, "digits": 1, "n_val": 16, "n_test": 16}}}}))
+    layer.write_text(
+        yaml.safe_dump(
+            {
+                "experiment": "facts-rl",
+                "capacity": None,
+                "levers": None,
+                "tasks": {"rl": {"name": "facts", "params": {"n_facts": 64, "digits": 1, "n_val": 16, "n_test": 16}}},
+            }
+        )
+    )
     out = snakemake(smoke, "-n", configs=("config/smoke.yaml", str(layer)))
     assert out.returncode == 0, out.stderr[-3000:]
     resolved = yaml.safe_load((smoke / "results/facts-rl/study.yaml").read_text())
-    assert resolved["tasks"]["rl"] == {"name": "facts", "params": {"n_facts": 64, "digits": 1, "n_val": 16,
-                                                                   "n_test": 16}, "confidence": False}
+    assert resolved["tasks"]["rl"] == {
+        "name": "facts",
+        "params": {"n_facts": 64, "digits": 1, "n_val": 16, "n_test": 16},
+        "confidence": False,
+    }
 
 
 def test_provenance_names_the_stage_its_config_and_code(smoke):
@@ -252,16 +289,26 @@ def test_rankone_cli_reruns_a_single_job(own_smoke):
     metrics = smoke / Layout(cfg).train(run) / "metrics.jsonl"
     before = metrics.read_bytes()
     env = venv_env()
-    out = subprocess.run(["rankone", "train", "--config", "config/smoke.yaml", "--run", run.path],
-                         cwd=smoke, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        ["rankone", "train", "--config", "config/smoke.yaml", "--run", run.path],
+        cwd=smoke,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert metrics.read_bytes() == before  # same job, same bytes
 
     n, capacity_run = cfg.capacity.n_facts[0], cfg.capacity_study(cfg.capacity.n_facts[0]).runs()[0]
     metrics = smoke / Layout(cfg).capacity(n).train(capacity_run) / "metrics.jsonl"
     before = metrics.read_bytes()
-    out = subprocess.run(["rankone", "train", "--config", "config/smoke.yaml", "--run", capacity_run.path,
-                          "--capacity", str(n)], cwd=smoke, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        ["rankone", "train", "--config", "config/smoke.yaml", "--run", capacity_run.path, "--capacity", str(n)],
+        cwd=smoke,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert metrics.read_bytes() == before
 
@@ -269,8 +316,13 @@ def test_rankone_cli_reruns_a_single_job(own_smoke):
     confirm_run = cfg.confirm_study(chosen(at), "rl").runs()[0]  # at the lr the select checkpoint chose
     metrics = at.confirm().train(confirm_run) / "metrics.jsonl"
     before = metrics.read_bytes()
-    out = subprocess.run(["rankone", "train", "--config", "config/smoke.yaml", "--run", confirm_run.path,
-                          "--confirm"], cwd=smoke, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        ["rankone", "train", "--config", "config/smoke.yaml", "--run", confirm_run.path, "--confirm"],
+        cwd=smoke,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert metrics.read_bytes() == before  # a confirmation run, by hand: the same bytes
 
@@ -278,8 +330,13 @@ def test_rankone_cli_reruns_a_single_job(own_smoke):
     lever_run = cfg.lever_study(lever).runs()[0]
     metrics = smoke / Layout(cfg).lever(lever).train(lever_run) / "metrics.jsonl"
     before = metrics.read_bytes()
-    out = subprocess.run(["rankone", "train", "--config", "config/smoke.yaml", "--run", lever_run.path,
-                          "--lever", lever], cwd=smoke, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        ["rankone", "train", "--config", "config/smoke.yaml", "--run", lever_run.path, "--lever", lever],
+        cwd=smoke,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert metrics.read_bytes() == before
 

@@ -55,11 +55,22 @@ class IncompleteRunError(RuntimeError):
 def checkpoint_rows(run, evaluated: dict) -> list[dict]:
     """One row per late checkpoint of a run: its step and, per split, the score and greedy accuracy."""
     metric, sign = SCORE[run.regime]
-    return [{"regime": run.regime, "model": run.model, "method": run.method, "lr": run.lr, "seed": run.seed,
-             "step": c["step"], **{f"{split}_{name}": value for split in ("val", "test")
-                                   for name, value in (("score", sign * c[split][metric]),
-                                                       ("greedy", c[split]["greedy_accuracy"]))}}
-            for c in evaluated.get("checkpoints", [])]
+    return [
+        {
+            "regime": run.regime,
+            "model": run.model,
+            "method": run.method,
+            "lr": run.lr,
+            "seed": run.seed,
+            "step": c["step"],
+            **{
+                f"{split}_{name}": value
+                for split in ("val", "test")
+                for name, value in (("score", sign * c[split][metric]), ("greedy", c[split]["greedy_accuracy"]))
+            },
+        }
+        for c in evaluated.get("checkpoints", [])
+    ]
 
 
 def primary_checkpoints(cfg: StudyConfig, checkpoints: list) -> list:
@@ -93,10 +104,16 @@ def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame, p
         trained, evaluated = read_json(trained_path), evaluations[run.path]
         metric, sign = SCORE[run.regime]
         row = {
-            "regime": run.regime, "model": run.model, "method": run.method, "rank": run.rank,
-            "lr": run.lr, "seed": run.seed, "status": trained["status"],
+            "regime": run.regime,
+            "model": run.model,
+            "method": run.method,
+            "rank": run.rank,
+            "lr": run.lr,
+            "seed": run.seed,
+            "status": trained["status"],
             "trainable_parameters": trained["trainable_parameters"],
-            "train_seconds": trained["train_seconds"], "steps_completed": trained["steps_completed"],
+            "train_seconds": trained["train_seconds"],
+            "steps_completed": trained["steps_completed"],
         }
         for split in ("val", "test"):
             for key, value in evaluated.get(split, {}).items():
@@ -116,10 +133,19 @@ def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame, p
         row["train_nll_bits_final"] = evaluated.get("train_nll_bits_final")
         steps = read_jsonl(at.train(run) / "metrics.jsonl")
         for s in steps:
-            curves.append({"regime": run.regime, "model": run.model, "method": run.method, "lr": run.lr,
-                           "seed": run.seed, "step": s["step"], "value": s.get(CURVE[run.regime]),
-                           **{k: s.get(k) for k in STEP_EXTRA}})
-        tail = steps[-max(1, len(steps) // 10):]
+            curves.append(
+                {
+                    "regime": run.regime,
+                    "model": run.model,
+                    "method": run.method,
+                    "lr": run.lr,
+                    "seed": run.seed,
+                    "step": s["step"],
+                    "value": s.get(CURVE[run.regime]),
+                    **{k: s.get(k) for k in STEP_EXTRA},
+                }
+            )
+        tail = steps[-max(1, len(steps) // 10) :]
         row["train_final"] = sum(s.get(CURVE[run.regime], math.nan) for s in tail) / len(tail) if tail else math.nan
         rows.append(row)
     return pd.DataFrame(rows), pd.DataFrame(curves), pd.DataFrame(checkpoints)
@@ -134,8 +160,11 @@ def best_learning_rates(runs: pd.DataFrame) -> pd.DataFrame:
     by_lr = scored.groupby(["regime", "model", "method", "lr"], as_index=False).agg(
         val_score=("val_score", "mean"), diverged=("status", lambda s: int((s != "completed").sum()))
     )
-    best = by_lr.sort_values(["val_score", "lr"], ascending=[False, True]).groupby(
-        ["regime", "model", "method"], as_index=False).head(1)
+    best = (
+        by_lr.sort_values(["val_score", "lr"], ascending=[False, True])
+        .groupby(["regime", "model", "method"], as_index=False)
+        .head(1)
+    )
     bounds = by_lr.groupby(["regime", "model", "method"])["lr"].agg(["min", "max", "count"])
 
     def edge(r) -> str:
@@ -233,9 +262,17 @@ def compare(mine: pd.Series, base: pd.Series, margin: float, confidence: float) 
     seeds = sorted(set(mine.index) & set(base.index))
     gaps = [float(mine[s] - base[s]) for s in seeds]
     mean, low, high = interval(gaps, confidence) if gaps else (math.nan,) * 3
-    return {"gap": mean, "ci_low": low, "ci_high": high, "half_width": (high - low) / 2, "seeds": len(seeds),
-            "margin": margin, "verdict": verdict(mean, low, high, margin), "reason": reason(mean, low, high, margin),
-            "seeds_to_decide": seeds_to_decide(gaps, margin, confidence)}
+    return {
+        "gap": mean,
+        "ci_low": low,
+        "ci_high": high,
+        "half_width": (high - low) / 2,
+        "seeds": len(seeds),
+        "margin": margin,
+        "verdict": verdict(mean, low, high, margin),
+        "reason": reason(mean, low, high, margin),
+        "seeds_to_decide": seeds_to_decide(gaps, margin, confidence),
+    }
 
 
 def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
@@ -256,13 +293,24 @@ def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.Dat
                 column = f"test_{name}"
                 if column not in mine:
                     continue
-                out.append({
-                    "regime": regime, "model": model, "method": method, "rank": lora_rank(method),
-                    "metric": metric, "lr": float(g["lr"].iloc[0]), "lr_edge": edges[(regime, model, method)],
-                    "fullft_lr": float(fullft["lr"].iloc[0]), "fullft_lr_edge": edges[(regime, model, "fullft")],
-                    "test_value": float(mine[column].mean()), "fullft_test_value": float(fullft[column].mean()),
-                    **compare(mine[column], fullft[column], margin_of(cfg, regime, metric), cfg.analysis.confidence),
-                })
+                out.append(
+                    {
+                        "regime": regime,
+                        "model": model,
+                        "method": method,
+                        "rank": lora_rank(method),
+                        "metric": metric,
+                        "lr": float(g["lr"].iloc[0]),
+                        "lr_edge": edges[(regime, model, method)],
+                        "fullft_lr": float(fullft["lr"].iloc[0]),
+                        "fullft_lr_edge": edges[(regime, model, "fullft")],
+                        "test_value": float(mine[column].mean()),
+                        "fullft_test_value": float(fullft[column].mean()),
+                        **compare(
+                            mine[column], fullft[column], margin_of(cfg, regime, metric), cfg.analysis.confidence
+                        ),
+                    }
+                )
     return pd.DataFrame(out)
 
 
@@ -272,8 +320,11 @@ VERDICT_KEY = ["regime", "model", "method", "metric"]
 def trajectory(cfg: StudyConfig, checkpoints: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
     """The verdict at every late checkpoint: each method against FullFT on that step's test scores,
     at the learning rates the primary score chose (trajectory.csv)."""
-    frames = [verdicts(cfg, g, best).assign(step=int(step)) for step, g in checkpoints.groupby("step")] \
-        if len(checkpoints) else []
+    frames = (
+        [verdicts(cfg, g, best).assign(step=int(step)) for step, g in checkpoints.groupby("step")]
+        if len(checkpoints)
+        else []
+    )
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame(columns=[*VERDICT_KEY, "step", "gap", "ci_low", "ci_high", "verdict"])
@@ -297,8 +348,9 @@ def stability(table: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     (the seeds the observed spread would need to decide every inconclusive checkpoint; NaN when
     none is inconclusive)."""
     if not len(table):
-        return table.assign(stable=pd.Series(dtype=bool), by_step=pd.Series(dtype=str),
-                            seeds_to_stable=pd.Series(dtype=float))
+        return table.assign(
+            stable=pd.Series(dtype=bool), by_step=pd.Series(dtype=str), seeds_to_stable=pd.Series(dtype=float)
+        )
     grouped = {key: g for key, g in steps.groupby(VERDICT_KEY)} if len(steps) else {}
     stable, words, need = [], [], []
     for r in table.itertuples():
@@ -329,9 +381,21 @@ def plateau(cfg: StudyConfig, curves: pd.DataFrame, best: pd.DataFrame, regimes=
         early = g[(g.step >= steps - 2 * w) & (g.step < steps - w)].groupby("seed").value.mean()
         spread = _sd(early.tolist()) if len(early) > 1 else math.nan
         change = float(late.mean() - early.mean())
-        rows.append({"regime": regime, "model": model, "method": method, "lr": lr, "steps": steps, "window": w,
-                     "reward_before": float(early.mean()), "reward_last": float(late.mean()), "change": change,
-                     "seed_spread": spread, "plateau": bool(abs(change) <= spread)})
+        rows.append(
+            {
+                "regime": regime,
+                "model": model,
+                "method": method,
+                "lr": lr,
+                "steps": steps,
+                "window": w,
+                "reward_before": float(early.mean()),
+                "reward_last": float(late.mean()),
+                "change": change,
+                "seed_spread": spread,
+                "plateau": bool(abs(change) <= spread),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -343,10 +407,17 @@ def lr_vs_rank(best: pd.DataFrame) -> pd.DataFrame:
         lora = g[g.method.map(method_kind) == "lora"]
         spread = math.log10(lora.lr.max() / lora.lr.min()) if len(lora) else math.nan
         for r in lora.itertuples():
-            rows.append({"regime": regime, "model": model, "method": r.method, "best_lr": r.lr,
-                         "fullft_best_lr": float(full.iloc[0]) if len(full) else math.nan,
-                         "ratio_to_fullft": r.lr / float(full.iloc[0]) if len(full) else math.nan,
-                         "lora_spread_decades": spread})
+            rows.append(
+                {
+                    "regime": regime,
+                    "model": model,
+                    "method": r.method,
+                    "best_lr": r.lr,
+                    "fullft_best_lr": float(full.iloc[0]) if len(full) else math.nan,
+                    "ratio_to_fullft": r.lr / float(full.iloc[0]) if len(full) else math.nan,
+                    "lora_spread_decades": spread,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -359,9 +430,17 @@ def early_coincidence(curves: pd.DataFrame, early_steps: int) -> pd.DataFrame:
         table = g.groupby(["step", "method"])["value"].mean().unstack("method")
         if table.shape[1] < 2:
             continue
-        rows.append({"regime": regime, "model": model, "lr": lr, "ranks": table.shape[1], "steps": len(table),
-                     "max_gap": float((table.max(axis=1) - table.min(axis=1)).max()),
-                     "mean_gap": float((table.max(axis=1) - table.min(axis=1)).mean())})
+        rows.append(
+            {
+                "regime": regime,
+                "model": model,
+                "lr": lr,
+                "ranks": table.shape[1],
+                "steps": len(table),
+                "max_gap": float((table.max(axis=1) - table.min(axis=1)).max()),
+                "mean_gap": float((table.max(axis=1) - table.min(axis=1)).mean()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -380,10 +459,20 @@ def layers(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataF
             if not set(mine.index) & set(base.index):
                 continue
             result = compare(mine, base, cfg.analysis.parity_threshold[regime], cfg.analysis.confidence)
-            rows.append({"regime": regime, "model": model, "rank": int(g["rank"].iloc[0]), "scope": scope,
-                         "method": method, "lr": float(g["lr"].iloc[0]), "test_score": float(mine.mean()),
-                         "all_linear_test_score": float(base.mean()), "gap_to_all_linear": result.pop("gap"),
-                         **result})
+            rows.append(
+                {
+                    "regime": regime,
+                    "model": model,
+                    "rank": int(g["rank"].iloc[0]),
+                    "scope": scope,
+                    "method": method,
+                    "lr": float(g["lr"].iloc[0]),
+                    "test_score": float(mine.mean()),
+                    "all_linear_test_score": float(base.mean()),
+                    "gap_to_all_linear": result.pop("gap"),
+                    **result,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -408,7 +497,8 @@ def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: La
         if task.task().stores_table:  # recall of the probed facts, in bits (Fano), beside the NLL estimate
             p = task.typed_params()
             table.loc[rows, "bits_recalled"] = table.test_greedy_accuracy[rows].map(
-                lambda a: bits_recalled(p.n_facts, p.alphabet**p.digits, a))
+                lambda a: bits_recalled(p.n_facts, p.alphabet**p.digits, a)
+            )
     return table
 
 
@@ -468,9 +558,12 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         "plateau.csv": plateau(cfg, curves, best),
     }
     at.write_tables(table)
-    write_json(at.table("summary.json"), {
-        "runs": len(runs),
-        "confirmation_runs": int(judged.regime.isin(confirmed).sum()),
-        "diverged": int((runs.status != "completed").sum()),
-        "verdicts": table["verdicts.csv"].to_dict(orient="records"),
-    })
+    write_json(
+        at.table("summary.json"),
+        {
+            "runs": len(runs),
+            "confirmation_runs": int(judged.regime.isin(confirmed).sum()),
+            "diverged": int((runs.status != "completed").sum()),
+            "verdicts": table["verdicts.csv"].to_dict(orient="records"),
+        },
+    )

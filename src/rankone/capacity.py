@@ -32,6 +32,7 @@ from rankone.io import read_json, read_table
 from rankone.paths import Layout
 from rankone.substudies import SubStudy
 
+
 def size_runs(sub: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One table size's runs, curves and best lr per (regime, model, method)."""
     runs, curves, _ = collect(sub, at)
@@ -40,12 +41,17 @@ def size_runs(sub: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame,
 
 def size_table(sub: StudyConfig, at: Layout, n_facts: int, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
     """One table size: every (regime, method) at its best lr, with bits stored and the gap to FullFT."""
-    chosen = runs.merge(best[["regime", "model", "method", "lr", "at_grid_edge"]],
-                        on=["regime", "model", "method", "lr"])
+    chosen = runs.merge(
+        best[["regime", "model", "method", "lr", "at_grid_edge"]], on=["regime", "model", "method", "lr"]
+    )
     table = chosen.groupby(["regime", "model", "method"], as_index=False).agg(
-        rank=("rank", "first"), lr=("lr", "first"), at_grid_edge=("at_grid_edge", "first"),
-        trainable_parameters=("trainable_parameters", "first"), seeds=("seed", "count"),
-        bits_absorbed=("bits_absorbed", "mean"), train_nll_bits_final=("train_nll_bits_final", "mean"),
+        rank=("rank", "first"),
+        lr=("lr", "first"),
+        at_grid_edge=("at_grid_edge", "first"),
+        trainable_parameters=("trainable_parameters", "first"),
+        seeds=("seed", "count"),
+        bits_absorbed=("bits_absorbed", "mean"),
+        train_nll_bits_final=("train_nll_bits_final", "mean"),
         test_score=("test_score", "mean"),
         test_greedy_accuracy=("test_greedy_accuracy", "mean"),
     )
@@ -54,15 +60,27 @@ def size_table(sub: StudyConfig, at: Layout, n_facts: int, runs: pd.DataFrame, b
     table["dataset_bits"] = read_json(at.data(sub.regimes[0]) / "manifest.json")["information_bits"]
     gaps = verdicts(sub, runs, best)
     gaps = gaps[gaps.metric == "score"] if len(gaps) else gaps
-    columns = ["regime", "model", "method", "gap", "ci_low", "ci_high", "margin", "verdict", "reason",
-               "seeds_to_decide"]
-    return table.merge(gaps[columns] if len(gaps) else pd.DataFrame(columns=columns),
-                       on=["regime", "model", "method"], how="left")
+    columns = [
+        "regime",
+        "model",
+        "method",
+        "gap",
+        "ci_low",
+        "ci_high",
+        "margin",
+        "verdict",
+        "reason",
+        "seeds_to_decide",
+    ]
+    return table.merge(
+        gaps[columns] if len(gaps) else pd.DataFrame(columns=columns), on=["regime", "model", "method"], how="left"
+    )
 
 
 def capacity_table(cfg: StudyConfig, sizes: dict[int, tuple]) -> pd.DataFrame:
-    table = pd.concat([size_table(sub, where, n, runs, best) for n, (sub, where, runs, _, best) in sizes.items()],
-                      ignore_index=True)
+    table = pd.concat(
+        [size_table(sub, where, n, runs, best) for n, (sub, where, runs, _, best) in sizes.items()], ignore_index=True
+    )
     table["bits_stored"] = bits_stored(table.dataset_bits, table.train_nll_bits_final)
     table["share_stored"] = table.bits_stored / table.dataset_bits
     table["bits_per_parameter"] = table.bits_stored / table.trainable_parameters
@@ -79,27 +97,35 @@ def falloff(table: pd.DataFrame) -> pd.DataFrame:
         full = g[g.method == "fullft"]
         off = [int(r) for r in lora[lora.falls_off]["rank"]]
         up = [int(r) for r in lora[lora.verdict.isin(["parity", "better"])]["rank"]]
-        rows.append({
-            "regime": regime, "model": model, "n_facts": n_facts, "dataset_bits": g.dataset_bits.iloc[0],
-            "fullft_bits_stored": float(full.bits_stored.iloc[0]) if len(full) else math.nan,
-            "ranks_falling_off": " ".join(map(str, off)) or "none",
-            "falloff_rank": max(off) if off else math.nan,
-            "smallest_rank_keeping_up": min(up) if up else math.nan,
-            "ranks_inconclusive": " ".join(str(int(r)) for r in lora[lora.verdict == "inconclusive"]["rank"]) or "none",
-        })
+        rows.append(
+            {
+                "regime": regime,
+                "model": model,
+                "n_facts": n_facts,
+                "dataset_bits": g.dataset_bits.iloc[0],
+                "fullft_bits_stored": float(full.bits_stored.iloc[0]) if len(full) else math.nan,
+                "ranks_falling_off": " ".join(map(str, off)) or "none",
+                "falloff_rank": max(off) if off else math.nan,
+                "smallest_rank_keeping_up": min(up) if up else math.nan,
+                "ranks_inconclusive": " ".join(str(int(r)) for r in lora[lora.verdict == "inconclusive"]["rank"])
+                or "none",
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def chart_points(cfg: StudyConfig, table: pd.DataFrame, at: Layout) -> pd.DataFrame:
     """SFT capacity runs (bits stored) and the study's RL runs (information bound) in one table."""
-    sft = table[table.regime == "sft"].assign(bits=lambda d: d.bits_stored,
-                                              kind="bits stored (table bits - final train NLL)")
+    sft = table[table.regime == "sft"].assign(
+        bits=lambda d: d.bits_stored, kind="bits stored (table bits - final train NLL)"
+    )
     columns = ["regime", "model", "method", "n_facts", "trainable_parameters", "bits", "kind"]
     frames = [sft[columns]]
     if "rl" in cfg.regimes:
         info = read_table(at.table("information.csv"))
-        rl = info[info.regime == "rl"].assign(n_facts=math.nan, bits=lambda d: d.info_bound_bits,
-                                              kind="RL information bound (episodes x reward entropy)")
+        rl = info[info.regime == "rl"].assign(
+            n_facts=math.nan, bits=lambda d: d.info_bound_bits, kind="RL information bound (episodes x reward entropy)"
+        )
         frames.append(rl[columns])
     return pd.concat(frames, ignore_index=True)
 
@@ -123,14 +149,15 @@ def first_reach(curve: pd.Series, level: float, sign: float, window: int) -> flo
     return float(hit.index[0]) if len(hit) else math.nan
 
 
-def crossover_rows(cfg: StudyConfig, sub: StudyConfig, n_facts: int, runs: pd.DataFrame, curves: pd.DataFrame,
-                   best: pd.DataFrame) -> list[dict]:
+def crossover_rows(
+    cfg: StudyConfig, sub: StudyConfig, n_facts: int, runs: pd.DataFrame, curves: pd.DataFrame, best: pd.DataFrame
+) -> list[dict]:
     """One table size, per (regime, model, method) at its lr: bits recalled (greedy recall of the whole table,
     Fano) with its interval over seeds, FullFT's plateau test, episodes to 50% and 90% of FullFT's gain, and the
     equivalence verdict on table recall against FullFT (paired by seed, margin analysis.greedy_margin; judged
     only where FullFT reached its plateau)."""
     params = sub.tasks[sub.regimes[0]].typed_params()  # one table in every regime (the config checks it)
-    symbols = params.alphabet ** params.digits
+    symbols = params.alphabet**params.digits
     tests = plateau(sub, curves, best, regimes=sub.regimes).set_index(["regime", "model", "method"])
     chosen = runs.merge(best[["regime", "model", "method", "lr", "at_grid_edge"]])
     rows = []
@@ -147,15 +174,25 @@ def crossover_rows(cfg: StudyConfig, sub: StudyConfig, n_facts: int, runs: pd.Da
             recalled = [bits_recalled(n_facts, symbols, a) for a in g.sort_values("seed").table_greedy]
             mean, low, high = interval(recalled, cfg.analysis.confidence)
             table_bits = n_facts * math.log2(symbols)
-            row = {"regime": regime, "model": model, "n_facts": n_facts, "table_bits": table_bits,
-                   "method": method, "rank": lora_rank(method), "lr": float(g.lr.iloc[0]),
-                   "lr_at_grid_edge": g.at_grid_edge.iloc[0],
-                   "lr_from": "select on the study's runs" if cfg.capacity.learning_rates == "chosen" else "this size",
-                   "seeds": len(g), "episodes": steps * per_step,
-                   "table_recall": float(g.table_greedy.mean()),
-                   "bits_recalled": mean, "bits_recalled_low": low, "bits_recalled_high": high,
-                   "bits_stored": float(bits_stored(table_bits, g.train_nll_bits_final).mean()),
-                   "info_bound_bits": float(g.info_bound_bits.mean()) if regime == "rl" else math.nan}
+            row = {
+                "regime": regime,
+                "model": model,
+                "n_facts": n_facts,
+                "table_bits": table_bits,
+                "method": method,
+                "rank": lora_rank(method),
+                "lr": float(g.lr.iloc[0]),
+                "lr_at_grid_edge": g.at_grid_edge.iloc[0],
+                "lr_from": "select on the study's runs" if cfg.capacity.learning_rates == "chosen" else "this size",
+                "seeds": len(g),
+                "episodes": steps * per_step,
+                "table_recall": float(g.table_greedy.mean()),
+                "bits_recalled": mean,
+                "bits_recalled_low": low,
+                "bits_recalled_high": high,
+                "bits_stored": float(bits_stored(table_bits, g.train_nll_bits_final).mean()),
+                "info_bound_bits": float(g.info_bound_bits.mean()) if regime == "rl" else math.nan,
+            }
             if full_test is not None:
                 goal = float(full_test.reward_last)
                 mine = mean_curve(curves, best, regime, method)
@@ -167,10 +204,19 @@ def crossover_rows(cfg: StudyConfig, sub: StudyConfig, n_facts: int, runs: pd.Da
             else:
                 row.update(episodes_to_50=math.nan, episodes_to_90=math.nan, fullft_plateau=False)
             if method != "fullft" and len(full_recall):
-                v = compare(g.set_index("seed")["table_greedy"], full_recall, cfg.analysis.greedy_margin,
-                            cfg.analysis.confidence)
-                row.update(gap=v["gap"], ci_low=v["ci_low"], ci_high=v["ci_high"], margin=v["margin"],
-                           verdict=v["verdict"] if row["fullft_plateau"] else "not judged (FullFT not at a plateau)")
+                v = compare(
+                    g.set_index("seed")["table_greedy"],
+                    full_recall,
+                    cfg.analysis.greedy_margin,
+                    cfg.analysis.confidence,
+                )
+                row.update(
+                    gap=v["gap"],
+                    ci_low=v["ci_low"],
+                    ci_high=v["ci_high"],
+                    margin=v["margin"],
+                    verdict=v["verdict"] if row["fullft_plateau"] else "not judged (FullFT not at a plateau)",
+                )
             rows.append(row)
     return rows
 
@@ -182,8 +228,13 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         sub, where = part.study(cfg, at), part.layout(at)
         sizes[n] = (sub, where, *size_runs(sub, where))
     table = capacity_table(cfg, sizes)
-    cross = pd.DataFrame([row for n, (sub, _, runs, curves, best) in sizes.items()
-                          for row in crossover_rows(cfg, sub, n, runs, curves, best)])
+    cross = pd.DataFrame(
+        [
+            row
+            for n, (sub, _, runs, curves, best) in sizes.items()
+            for row in crossover_rows(cfg, sub, n, runs, curves, best)
+        ]
+    )
     outputs = {
         "capacity.csv": table,
         "capacity_falloff.csv": falloff(table),

@@ -39,8 +39,10 @@ def cmd_data(cfg: StudyConfig, args) -> None:
     sub_study = args.capacity is not None or args.lever is not None
     cfg, at = _scoped(cfg, args)
     if args.regime not in cfg.tasks or (sub_study and args.regime not in cfg.regimes):
-        raise ConfigError(f"--regime {args.regime!r}: no such regime here (capacity sub-studies have sft only, "
-                          "lever sub-studies rl only)")
+        raise ConfigError(
+            f"--regime {args.regime!r}: no such regime here (capacity sub-studies have sft only, "
+            "lever sub-studies rl only)"
+        )
     data.build(cfg, args.regime, at.data(args.regime))
 
 
@@ -180,8 +182,9 @@ def cmd_status(cfg: StudyConfig, args) -> None:
     print(f"\n{cfg.experiment}: {len(runs)} training runs: {status.describe(counts, always=('completed',))}")
     for part, study in sub_studies(cfg):
         if study.awaits_choice:
-            print(f"{part.label}: its runs wait for the select stage's learning rates "
-                  "(capacity.learning_rates: chosen)")
+            print(
+                f"{part.label}: its runs wait for the select stage's learning rates (capacity.learning_rates: chosen)"
+            )
     for s in runs:
         if s.state == "failed":
             print(f"failed: {s.run.path}{' (' + s.sub_study + ')' if s.sub_study else ''}: see {s.log}")
@@ -205,9 +208,11 @@ def cmd_check(cfg: StudyConfig, args) -> None:
     confirm = sum(len(cfg.models) * len(cfg.methods) * len(cfg.confirmation.seeds[g]) for g in cfg.confirmed_regimes())
     parts = sub_studies(cfg)
     waiting = sum(len(s.regimes) * len(s.models) * len(s.methods) * len(s.seeds) for _, s in parts if s.awaits_choice)
-    print(f"{args.config}: valid, {len(cfg.runs())} training runs in the sweep, {confirm} confirmation runs (after "
-          f"select), {len(sub_study_runs(parts)) + waiting} sub-study runs (capacity, levers"
-          f"{f'; {waiting} at the lrs select chooses' if waiting else ''})")
+    print(
+        f"{args.config}: valid, {len(cfg.runs())} training runs in the sweep, {confirm} confirmation runs (after "
+        f"select), {len(sub_study_runs(parts)) + waiting} sub-study runs (capacity, levers"
+        f"{f'; {waiting} at the lrs select chooses' if waiting else ''})"
+    )
 
 
 def cmd_plan(files: list[str], scaling: bool) -> int:
@@ -237,25 +242,49 @@ def main(argv: list[str] | None = None) -> int:
         for flag, text in ids.items():
             p.add_argument(f"--{flag}", required=True, help=text)
         if capacity:
-            p.add_argument("--capacity", type=int, metavar="N_FACTS",
-                           help="run in the capacity sub-study at this table size (capacity.n_facts)")
+            p.add_argument(
+                "--capacity",
+                type=int,
+                metavar="N_FACTS",
+                help="run in the capacity sub-study at this table size (capacity.n_facts)",
+            )
             p.add_argument("--lever", metavar="NAME", help="run in this lever's sub-study (levers.variants)")
-            p.add_argument("--confirm", action="store_true",
-                           help="run in the confirmation sub-study (confirmation.seeds, at the lrs select chose)")
+            p.add_argument(
+                "--confirm",
+                action="store_true",
+                help="run in the confirmation sub-study (confirmation.seeds, at the lrs select chose)",
+            )
         p.set_defaults(func=func)
 
     stage("data", cmd_data, "build a task's splits", capacity=True, regime="rl or sft")
     stage("models", cmd_models, "build and warm-start a base model", model="model preset name")
     stage("rollouts", cmd_rollouts, "base-policy rollout statistics", model="model preset name")
-    stage("train", cmd_train, "train one run, or every seed of a cell", capacity=True,
-          run="<regime>/<model>/<method>/lr<lr>[/seed<seed>] (without the seed: all the study's seeds)")
+    stage(
+        "train",
+        cmd_train,
+        "train one run, or every seed of a cell",
+        capacity=True,
+        run="<regime>/<model>/<method>/lr<lr>[/seed<seed>] (without the seed: all the study's seeds)",
+    )
     sub.choices["train"].add_argument(
-        "--processes", type=int, metavar="N", help="FullFT sharded (FSDP) over N processes under torchrun, one per "
-        "device (default: the job's GPUs, RANKONE_GPUS, else 1); on the CPU they use gloo")
-    stage("evaluate", cmd_evaluate, "evaluate every run of one method (all lrs, seeds)", capacity=True,
-          method="<regime>/<model>/<method>, e.g. rl/qwen3-tiny/lora-r1")
-    stage("select", cmd_select, "best learning rate per method on val (analysis/best_lr.csv), which the "
-          "confirmation runs and the verdicts use")
+        "--processes",
+        type=int,
+        metavar="N",
+        help="FullFT sharded (FSDP) over N processes under torchrun, one per "
+        "device (default: the job's GPUs, RANKONE_GPUS, else 1); on the CPU they use gloo",
+    )
+    stage(
+        "evaluate",
+        cmd_evaluate,
+        "evaluate every run of one method (all lrs, seeds)",
+        capacity=True,
+        method="<regime>/<model>/<method>, e.g. rl/qwen3-tiny/lora-r1",
+    )
+    stage(
+        "select",
+        cmd_select,
+        "best learning rate per method on val (analysis/best_lr.csv), which the confirmation runs and the verdicts use",
+    )
     stage("analysis", cmd_analysis, "tables and verdicts (after select)")
     stage("capacity", cmd_capacity, "capacity experiment: bits stored per table size and rank, fall-off rank")
     stage("updates", cmd_updates, "structure of FullFT weight updates (share changed, rank, overlap)")
@@ -273,19 +302,34 @@ def main(argv: list[str] | None = None) -> int:
     publish.add_argument("--results", default="results", help="folder of the studies' results (default: results)")
     publish.add_argument("--no-snakemake-report", action="store_true", help="skip Snakemake's report zip")
     publish.set_defaults(func=None)
-    findings = sub.add_parser("findings", help="docs/findings.md and the README's findings block, from the "
-                              "published reports under reports/")
+    findings = sub.add_parser(
+        "findings", help="docs/findings.md and the README's findings block, from the published reports under reports/"
+    )
     findings.set_defaults(func=None)
-    captions = sub.add_parser("captions", help="workflow/report/*.rst, Snakemake's report captions, from the "
-                              "figure registry (rankone.figures.FIGURES)")
+    captions = sub.add_parser(
+        "captions",
+        help="workflow/report/*.rst, Snakemake's report captions, from the figure registry (rankone.figures.FIGURES)",
+    )
     captions.set_defaults(func=None)
-    planner = sub.add_parser("plan", help="per job: parameters, peak GPU memory, FLOPs, GPU-hours and GPUs "
-                             "needed, from the model shapes alone; exit 1 when a job cannot fit its resources")
-    planner.add_argument("--config", required=True, nargs="+", metavar="YAML",
-                         help="config files layered in order, as snakemake --configfile layers them (e.g. "
-                         "config/default.yaml config/experiments/paper.yaml)")
-    planner.add_argument("--scaling", action="store_true", help="instead: the study's train schedule on Qwen3 "
-                         "shapes from 0.6B to 32B, FullFT and LoRA rank 1 (GPUs, memory, GPU-hours per run)")
+    planner = sub.add_parser(
+        "plan",
+        help="per job: parameters, peak GPU memory, FLOPs, GPU-hours and GPUs "
+        "needed, from the model shapes alone; exit 1 when a job cannot fit its resources",
+    )
+    planner.add_argument(
+        "--config",
+        required=True,
+        nargs="+",
+        metavar="YAML",
+        help="config files layered in order, as snakemake --configfile layers them (e.g. "
+        "config/default.yaml config/experiments/paper.yaml)",
+    )
+    planner.add_argument(
+        "--scaling",
+        action="store_true",
+        help="instead: the study's train schedule on Qwen3 "
+        "shapes from 0.6B to 32B, FullFT and LoRA rank 1 (GPUs, memory, GPU-hours per run)",
+    )
     planner.set_defaults(func=None)
     resolve = sub.add_parser("resolve", help="validate a config and write it, defaults filled in, to --out")
     resolve.add_argument("--config", required=True)

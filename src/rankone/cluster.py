@@ -22,10 +22,14 @@ def check_slurm_controller(timeout: float = 20.0) -> None:
     except FileNotFoundError:
         raise InputError("--executor slurm: scontrol is not on PATH (is this a SLURM login node?)") from None
     except subprocess.TimeoutExpired:
-        raise InputError(f"--executor slurm: the SLURM controller did not answer `scontrol ping` within "
-                         f"{timeout:.0f} s (config: {where})") from None
+        raise InputError(
+            f"--executor slurm: the SLURM controller did not answer `scontrol ping` within "
+            f"{timeout:.0f} s (config: {where})"
+        ) from None
     answer = " ".join((out.stdout + out.stderr).split()) or f"exit code {out.returncode}"
     if out.returncode != 0 or " is UP" not in out.stdout:
-        raise InputError(f"--executor slurm: cannot reach the SLURM controller (config: {where}); "
-                         f"`scontrol ping` says: {answer}. Start it (scripts/local-slurm start on this machine) "
-                         "or check SlurmctldHost and SlurmctldPort")
+        raise InputError(
+            f"--executor slurm: cannot reach the SLURM controller (config: {where}); "
+            f"`scontrol ping` says: {answer}. Start it (scripts/local-slurm start on this machine) "
+            "or check SlurmctldHost and SlurmctldPort"
+        )

@@ -80,7 +80,9 @@ class PretrainConfig(Strict):
     batch_size: int = Field(128, gt=0, description="Sequences per pretraining step.")
     lr: float = Field(1e-3, gt=0, description="AdamW learning rate of the warm-start (grad norm clipped at 1).")
     corruption: float = Field(
-        0.5, ge=0, lt=1,
+        0.5,
+        ge=0,
+        lt=1,
         description="Share of corpus answers replaced by random ones (keeps the base policy imperfect).",
     )
     eval_prompts: int = Field(256, gt=0, description="RL train prompts on which the base pass@1 is recorded.")
@@ -97,8 +99,9 @@ class TaskConfig(Strict):
     name: str = Field(description="Registered task name (rankone.tasks).")
     params: dict = Field(default_factory=dict, description="Task parameters, validated by the task's own model.")
     confidence: bool = Field(
-        False, description="Completions state a confidence after the answer (`answer:d`, p = d/9); the base model is "
-        "warm-started with uninformative confidences and the answer checker ignores them (rankone.tasks.confidence)."
+        False,
+        description="Completions state a confidence after the answer (`answer:d`, p = d/9); the base model is "
+        "warm-started with uninformative confidences and the answer checker ignores them (rankone.tasks.confidence).",
     )
 
     @model_validator(mode="after")
@@ -112,8 +115,10 @@ class TaskConfig(Strict):
         except ValidationError as err:
             raise ValueError(f"params of task {self.name!r}: {_format_errors(err)}") from None
         if self.confidence and TASKS[self.name].stores_table:
-            raise ValueError(f"task {self.name!r}: confidence is not supported on a table task (its bits-stored "
-                             "estimator scores the bare answer)")
+            raise ValueError(
+                f"task {self.name!r}: confidence is not supported on a table task (its bits-stored "
+                "estimator scores the bare answer)"
+            )
         return self
 
     def task(self):
@@ -137,8 +142,11 @@ class RolloutConfig(Strict):
     temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
     max_new_tokens: int = Field(6, gt=0, description="Completion length cap.")
     gpu_memory_utilization: float = Field(
-        0.3, gt=0, lt=1, description="vLLM on CUDA: share of the GPU's memory vLLM may take (weights and KV cache); "
-        "the rest is the learner's (vLLM's own default, 0.9, leaves it none). Ignored on the CPU."
+        0.3,
+        gt=0,
+        lt=1,
+        description="vLLM on CUDA: share of the GPU's memory vLLM may take (weights and KV cache); "
+        "the rest is the learner's (vLLM's own default, 0.9, leaves it none). Ignored on the CPU.",
     )
     enforce_eager: bool = Field(
         True, description="vLLM: run eagerly (no CUDA graphs, no compilation); false trades start-up time for speed."
@@ -155,7 +163,9 @@ class RLConfig(Strict):
     log_every: int = Field(10, gt=0, description="Log a progress line every this many steps.")
     checkpoint_every: int = Field(25, gt=0, description="Save a resumable checkpoint every this many steps.")
     format_collapse_share: float = Field(
-        0.5, gt=0, le=1,
+        0.5,
+        gt=0,
+        le=1,
         description="Flag a run (run.json format_collapse) once the share of completions the answer checker cannot "
         "parse, averaged over the last format_collapse_window steps, rises above this.",
     )
@@ -179,28 +189,33 @@ class RLConfig(Strict):
         "at equal episodes.",
     )
     gap_noise_factor: float = Field(
-        2.0, ge=1,
+        2.0,
+        ge=1,
         description="Freshness check: a run stops when the mean sampler/learner log-prob gap exceeds max_logprob_gap "
         "or this many times the noise floor, the gap measured at step 0 (sampler and learner then hold the same "
         "weights, so it is the rounding noise of the dtype and engine alone: ~1e-6 in fp32, ~4e-2 in bf16).",
     )
     max_noise_floor: float = Field(
-        0.1, gt=0,
+        0.1,
+        gt=0,
         description="Freshness check: the step-0 gap (same weights on both sides) may be at most this; above it "
         "the engine is not serving the learner's weights and the run stops at step 0.",
     )
     truncated_is: float | None = Field(
-        None, gt=0,
+        None,
+        gt=0,
         description="Truncated importance sampling (Yao et al. 2025): cap the sampler/learner ratio that weights each "
         "token's gradient at this value; unset (default) leaves it uncapped.",
     )
     micro_batch: int | None = Field(
-        None, gt=0,
+        None,
+        gt=0,
         description="Sequences per forward/backward pass; gradients accumulate over the step with one normaliser "
         "for the whole step. Must divide prompts_per_step x group_size; unset: the whole step at once.",
     )
     calibration_alpha: float = Field(
-        0.0, ge=0,
+        0.0,
+        ge=0,
         description="Calibration lever: add -calibration_alpha * (p - y)^2 (a Brier term; p the stated confidence, y "
         "whether the answer is right) to the training reward. Needs tasks.rl.confidence; 0 turns it off.",
     )
@@ -221,7 +236,8 @@ class SFTConfig(Strict):
     log_every: int = Field(25, gt=0, description="Log a progress line every this many steps.")
     checkpoint_every: int = Field(100, gt=0, description="Save a resumable checkpoint every this many steps.")
     micro_batch: int | None = Field(
-        None, gt=0,
+        None,
+        gt=0,
         description="Examples per forward/backward pass; gradients accumulate over the step with one normaliser "
         "(the step's answer tokens). Must divide batch_size; unset: the whole batch at once.",
     )
@@ -243,12 +259,17 @@ class LoraConfig(Strict):
         "all-linear", description="Which linear layers get adapters (LoRA and TinyLoRA)."
     )
     tinylora_r: int = Field(
-        2, gt=0, description="TinyLoRA: rank of the frozen SVD of each base weight that its update lives in "
-        "(delta W = U_r S_r^1/2 R S_r^1/2 V_r^T, R = sum_i v_i P_i with fixed random P_i; the paper uses 2)."
+        2,
+        gt=0,
+        description="TinyLoRA: rank of the frozen SVD of each base weight that its update lives in "
+        "(delta W = U_r S_r^1/2 R S_r^1/2 V_r^T, R = sum_i v_i P_i with fixed random P_i; the paper uses 2).",
     )
     tinylora_weight_tying: float = Field(
-        1.0, ge=0, le=1, description="TinyLoRA: share of adapted layers that share one trainable vector v (1.0: "
-        "all share one, so tinylora-u<u> trains u parameters in all; 0.0: one v per layer)."
+        1.0,
+        ge=0,
+        le=1,
+        description="TinyLoRA: share of adapted layers that share one trainable vector v (1.0: "
+        "all share one, so tinylora-u<u> trains u parameters in all; 0.0: one v per layer).",
     )
 
 
@@ -278,11 +299,14 @@ class EvaluateConfig(Strict):
     samples_per_prompt: int = Field(4, gt=0, description="Samples per prompt for sampled pass@1.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature for pass@1 and mean reward.")
     batch_prompts: int = Field(
-        256, gt=0, description="Prompts per call of the rollout engine (memory: each call samples "
-        "batch_prompts x samples_per_prompt sequences)."
+        256,
+        gt=0,
+        description="Prompts per call of the rollout engine (memory: each call samples "
+        "batch_prompts x samples_per_prompt sequences).",
     )
     at: list[float] = Field(
-        default_factory=lambda: [0.6, 0.7, 0.8, 0.9, 1.0], min_length=1,
+        default_factory=lambda: [0.6, 0.7, 0.8, 0.9, 1.0],
+        min_length=1,
         description="The late checkpoints every run is evaluated at, as fractions of its steps (increasing, in "
         "(0, 1]; 1.0 is the final weights; see tail_steps). Training saves the weights there; a run's tail score is "
         "the mean over them (analysis.score), and the report shows the verdict at each one.",
@@ -312,7 +336,10 @@ class AnalysisConfig(Strict):
     )
     confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the interval over seeds.")
     plateau_share: float = Field(
-        0.2, gt=0, le=0.5, description="RL plateau test: FullFT's mean reward over the last this share of steps "
+        0.2,
+        gt=0,
+        le=0.5,
+        description="RL plateau test: FullFT's mean reward over the last this share of steps "
         "against the same share before it, at its best lr.",
     )
     bits_per_param: float = Field(2.0, gt=0, description="Reference capacity line, bits per trainable parameter.")
@@ -320,9 +347,10 @@ class AnalysisConfig(Strict):
         10, gt=0, description="Steps over which learning curves of different ranks at one lr are compared."
     )
     score: Literal["tail", "final"] = Field(
-        "tail", description="A run's primary score, fixed before the run: tail, the mean over the checkpoints of "
+        "tail",
+        description="A run's primary score, fixed before the run: tail, the mean over the checkpoints of "
         "evaluate.at (a verdict that a single stop step can flip is not an answer), or final, the last weights' "
-        "alone. Best learning rates are chosen on it (val), and verdicts judged on it (test)."
+        "alone. Best learning rates are chosen on it (val), and verdicts judged on it (test).",
     )
 
 
@@ -352,8 +380,9 @@ class ConfirmationConfig(Strict):
     def _seeds(cls, seeds: dict[str, list[int]]) -> dict[str, list[int]]:
         for regime, values in seeds.items():
             if len(values) == 1:
-                raise ValueError(f"confirmation.seeds.{regime}: at least 2 seeds (an interval needs two), or [] for "
-                                 "none")
+                raise ValueError(
+                    f"confirmation.seeds.{regime}: at least 2 seeds (an interval needs two), or [] for none"
+                )
             check_unique(values, f"confirmation.seeds.{regime}")
         return seeds
 
@@ -373,7 +402,8 @@ class CapacityConfig(Grid):
         128, gt=0, description="Facts probed per split (val picks the lr, test is reported); each size needs 2x this."
     )
     regimes: list[Literal["rl", "sft"]] = Field(
-        default_factory=lambda: ["sft"], min_length=1,
+        default_factory=lambda: ["sft"],
+        min_length=1,
         description="Regimes trained at every size: sft stores the table by SFT; rl too for the RL crossover (RL on "
         "the same table, rewarded for the value: tasks.rl must then be the facts task with tasks.sft's params).",
     )
@@ -437,11 +467,14 @@ class LeversConfig(Grid):
         description="Methods trained under every lever; each must be among the study's methods (the plain runs).",
     )
     seeds: list[int] = Field(
-        default_factory=lambda: [0, 1, 2], min_length=1,
+        default_factory=lambda: [0, 1, 2],
+        min_length=1,
         description="Seeds per lever; each must be among the study's seeds (paired by seed with the plain runs).",
     )
     target_reward: float = Field(
-        0.5, gt=0, le=1,
+        0.5,
+        gt=0,
+        le=1,
         description="Training reward (task checker, mean over rl.format_collapse_window steps) whose first crossing "
         "counts the episodes and seconds a run took to reach it.",
     )
@@ -471,18 +504,21 @@ METHOD_FAMILIES = ("fullft", "lora", "tinylora")
 
 class StageResources(Strict):
     gpu: int = Field(0, ge=0, description="GPUs per job (Snakemake resource `gpu`; SLURM --gpus).")
-    mem_mb: int | None = Field(None, gt=0,
-                               description="Memory per job in MB (SLURM --mem); unset: the profile's default.")
+    mem_mb: int | None = Field(
+        None, gt=0, description="Memory per job in MB (SLURM --mem); unset: the profile's default."
+    )
     runtime: int | None = Field(
         None, gt=0, description="Wall-clock limit per job in minutes (SLURM -t); unset: the profile's default."
     )
     by_method: dict[Literal[METHOD_FAMILIES], ResourceOverride] = Field(  # type: ignore[valid-type]
-        default_factory=dict, description="Per method family (fullft, lora, tinylora): what differs from the "
-        "stage's numbers, for the jobs that train or load one method (train, evaluate, truncation, levers)."
+        default_factory=dict,
+        description="Per method family (fullft, lora, tinylora): what differs from the "
+        "stage's numbers, for the jobs that train or load one method (train, evaluate, truncation, levers).",
     )
     by_model: dict[str, ResourceOverride] = Field(
-        default_factory=dict, description="Per model: what differs from the stage's (and the method family's) "
-        "numbers; a model's entry wins over its method family's."
+        default_factory=dict,
+        description="Per model: what differs from the stage's (and the method family's) "
+        "numbers; a model's entry wins over its method family's.",
     )
 
     @model_validator(mode="after")
@@ -491,15 +527,19 @@ class StageResources(Strict):
             for name, o in overrides.items():
                 for key in ("mem_mb", "runtime"):
                     if getattr(o, key) is not None and getattr(self, key) is None:
-                        raise ValueError(f"{where}.{name}.{key} is set but the stage's {key} is not: set the "
-                                         "stage's too (a job of another method or model needs a value)")
+                        raise ValueError(
+                            f"{where}.{name}.{key} is set but the stage's {key} is not: set the "
+                            "stage's too (a job of another method or model needs a value)"
+                        )
         return self
 
     def for_job(self, model: str | None = None, method: str | None = None) -> dict:
         """The resources of one job: the stage's, then its method family's, then its model's."""
         out = {"gpu": self.gpu, "mem_mb": self.mem_mb, "runtime": self.runtime}
-        layers = [self.by_method.get(method_kind(method)) if method else None,
-                  self.by_model.get(model) if model else None]
+        layers = [
+            self.by_method.get(method_kind(method)) if method else None,
+            self.by_model.get(model) if model else None,
+        ]
         for o in layers:
             if o is not None:
                 out.update(o.model_dump(exclude_none=True))
@@ -513,16 +553,21 @@ class PlanConfig(Strict):
         80, gt=0, description="Memory of one GPU in GB (an 80 GB A100 or H100; an H200 has 141)."
     )
     usable_share: float = Field(
-        0.9, gt=0, le=1, description="Share of a GPU's memory a job may plan for (the rest: CUDA context, "
-        "allocator fragmentation)."
+        0.9,
+        gt=0,
+        le=1,
+        description="Share of a GPU's memory a job may plan for (the rest: CUDA context, allocator fragmentation).",
     )
     gpu_peak_tflops: float = Field(
         989, gt=0, description="Dense bf16 peak of one GPU in TFLOP/s (NVIDIA's H100 SXM datasheet: 989; A100: 312)."
     )
     mfu: float = Field(
-        0.2, gt=0, le=1, description="Model FLOP utilisation the hours are estimated at: the share of the peak a "
+        0.2,
+        gt=0,
+        le=1,
+        description="Model FLOP utilisation the hours are estimated at: the share of the peak a "
         "job sustains. RL alternates token-by-token sampling (memory-bound) with updates, so it sits well below "
-        "pretraining's 0.4-0.5."
+        "pretraining's 0.4-0.5.",
     )
     prompt_tokens: int = Field(
         256, gt=0, description="Prompt length in tokens the estimates assume (RL and evaluation)."
@@ -539,33 +584,38 @@ class StudyConfig(Grid):
     results_dir: str = Field("results", description="Root folder of stage outputs.")
     reports_dir: str = Field("reports", description="Root folder of published reports.")
     container: str = Field(
-        "build/image/rankone-cpu.sif", description="The image every job runs in under `snakemake --sdm apptainer` "
+        "build/image/rankone-cpu.sif",
+        description="The image every job runs in under `snakemake --sdm apptainer` "
         "(the Snakefile's `container:`): the CPU image `make image` builds, as a SIF file (`apptainer build "
         "build/image/rankone-cpu.sif build/image/rankone-cpu/`), or any image URI apptainer takes. Where jobs "
-        "run, never part of a result."
+        "run, never part of a result.",
     )
     seed: int = Field(0, ge=0, description="Seed of data generation and model initialisation.")
     threads: int = Field(1, gt=0, description="Torch threads per job (jobs run in parallel under Snakemake).")
     device: Literal["auto", "cpu", "cuda"] = Field(
-        "auto", description="Where every model and tensor of a job lives: auto (CUDA when torch sees it, else the "
-        "CPU), cpu or cuda (an error where there is no CUDA). Each output's provenance records the device used."
+        "auto",
+        description="Where every model and tensor of a job lives: auto (CUDA when torch sees it, else the "
+        "CPU), cpu or cuda (an error where there is no CUDA). Each output's provenance records the device used.",
     )
     cpu_kernels: Literal["avx2", "native"] = Field(
-        "avx2", description="CPU kernels: avx2 pins ATen's vector kernels, MKL (conditional numerical "
+        "avx2",
+        description="CPU kernels: avx2 pins ATen's vector kernels, MKL (conditional numerical "
         "reproducibility) and oneDNN to AVX2 before torch loads, so that x86-64 machines with AVX2 or newer run the "
         "same kernels (rankone.io.CPU_KERNELS); native lets each library pick this CPU's fastest (AVX-512 where it "
         "has it), and other bytes. With dtype bfloat16 on a CPU use native: the AVX2 path has no bf16 instructions "
         "(a bf16 linear layer ran 9x slower pinned here). Each output's provenance records the CPU and the kernels "
-        "it ran."
+        "it ran.",
     )
     dtype: Literal["float32", "bfloat16"] = Field(
-        "float32", description="Compute dtype (bfloat16 for paper-scale models): bfloat16 runs every forward under "
+        "float32",
+        description="Compute dtype (bfloat16 for paper-scale models): bfloat16 runs every forward under "
         "autocast and loads weights that do not train in bf16, while FullFT keeps fp32 master weights and fp32 "
-        "optimizer state and LoRA adapters stay fp32 (rankone.device)."
+        "optimizer state and LoRA adapters stay fp32 (rankone.device).",
     )
     gradient_checkpointing: bool = Field(
-        False, description="Recompute activations in the backward pass (transformers' gradient checkpointing): "
-        "less memory per sequence, about a third more compute per update."
+        False,
+        description="Recompute activations in the backward pass (transformers' gradient checkpointing): "
+        "less memory per sequence, about a third more compute per update.",
     )
     resources: dict[Literal[RESOURCE_STAGES], StageResources] = Field(  # type: ignore[valid-type]
         default_factory=dict,
@@ -595,9 +645,10 @@ class StudyConfig(Grid):
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
     confirmation: ConfirmationConfig | None = Field(
-        None, description="Optional confirmation: each method's best lr (on val, over the sweep's seeds) rerun on "
+        None,
+        description="Optional confirmation: each method's best lr (on val, over the sweep's seeds) rerun on "
         "fresh seeds under results/<experiment>/confirm/, and the verdicts judged there. Without it the verdicts are "
-        "judged on the seeds that chose the lr."
+        "judged on the seeds that chose the lr.",
     )
     capacity: CapacityConfig | None = Field(
         None,
@@ -652,8 +703,12 @@ class StudyConfig(Grid):
         while not existing.exists():
             existing = existing.parent
         mode = existing.stat().st_mode
-        if not (existing.is_dir() and os.access(existing, os.W_OK) and mode & 0o222
-                and not os.statvfs(existing).f_flag & os.ST_RDONLY):
+        if not (
+            existing.is_dir()
+            and os.access(existing, os.W_OK)
+            and mode & 0o222
+            and not os.statvfs(existing).f_flag & os.ST_RDONLY
+        ):
             raise ValueError(f"cannot write under {folder!r} ({existing} is not a writable folder)")
         return folder
 
@@ -669,15 +724,18 @@ class StudyConfig(Grid):
                 )
         for regime, seeds in (self.confirmation.seeds if self.confirmation else {}).items():
             if set(seeds) & set(self.seeds):  # a regime not in `regimes` is ignored (confirmed_regimes)
-                raise ValueError(f"confirmation.seeds.{regime} {sorted(set(seeds) & set(self.seeds))} are also in "
-                                 "seeds: confirmation needs fresh seeds, never the ones that chose the lr")
+                raise ValueError(
+                    f"confirmation.seeds.{regime} {sorted(set(seeds) & set(self.seeds))} are also in "
+                    "seeds: confirmation needs fresh seeds, never the ones that chose the lr"
+                )
         for regime in self.regimes:
             if regime not in self.tasks:
                 raise ValueError(f"tasks.{regime} is missing but regime {regime!r} is listed in regimes")
             if regime not in self.learning_rates:
                 raise ValueError(f"learning_rates.{regime} is missing but regime {regime!r} is listed in regimes")
-        tiny = [m for m in self.methods + (self.capacity.methods if self.capacity else [])
-                if method_kind(m) == "tinylora"]
+        tiny = [
+            m for m in self.methods + (self.capacity.methods if self.capacity else []) if method_kind(m) == "tinylora"
+        ]
         if tiny:
             missing = [g for g, grid in self.learning_rates.items() if grid.tinylora is None]
             if missing:
@@ -722,8 +780,10 @@ class StudyConfig(Grid):
             if all(getattr(self.rl, k) == v for k, v in changes.items()):
                 raise ValueError(f"levers.variants.{name}: changes nothing from the study's rl section")
             if changes.get("calibration_alpha") and not self.tasks["rl"].confidence:
-                raise ValueError(f"levers.variants.{name}: calibration_alpha needs a task that states a confidence "
-                                 "(tasks.rl.confidence: true)")
+                raise ValueError(
+                    f"levers.variants.{name}: calibration_alpha needs a task that states a confidence "
+                    "(tasks.rl.confidence: true)"
+                )
         for what in ("methods", "seeds"):
             missing = [v for v in getattr(self.levers, what) if v not in getattr(self, what)]
             if missing:
@@ -736,8 +796,10 @@ class StudyConfig(Grid):
             raise ValueError("capacity: needs tasks.sft to be the facts task (a table of known entropy)")
         rl = self.tasks.get("rl")
         if "rl" in c.regimes and (rl is None or rl.name != "facts" or rl.params != sft.params):
-            raise ValueError("capacity.regimes: rl needs tasks.rl to be the facts task with the same params as "
-                             "tasks.sft (RL and SFT on one table at each size)")
+            raise ValueError(
+                "capacity.regimes: rl needs tasks.rl to be the facts task with the same params as "
+                "tasks.sft (RL and SFT on one table at each size)"
+            )
         for regime in c.regimes:
             if regime not in self.learning_rates:
                 raise ValueError(f"capacity: needs learning_rates.{regime} (its {regime} runs use it)")
@@ -745,8 +807,10 @@ class StudyConfig(Grid):
             for what, have in (("regimes", self.regimes), ("methods", self.methods)):
                 missing = [v for v in getattr(c, what) if v not in have]
                 if missing:
-                    raise ValueError(f"capacity.learning_rates: chosen takes each lr from the study's own runs, but "
-                                     f"capacity.{what} {missing} are not among the study's {what}")
+                    raise ValueError(
+                        f"capacity.learning_rates: chosen takes each lr from the study's own runs, but "
+                        f"capacity.{what} {missing} are not among the study's {what}"
+                    )
         small = [n for n in c.n_facts if n < 2 * c.probes]
         if small:
             raise ValueError(f"capacity.n_facts: sizes {small} are below 2 x capacity.probes ({c.probes})")
@@ -773,8 +837,15 @@ class StudyConfig(Grid):
         per_step = {"rl": self.rl.prompts_per_step, "sft": self.sft.batch_size}
         for regime, passes in (c.passes or {}).items():
             data[regime]["steps"] = math.ceil(passes * n_facts / per_step[regime])
-        data.update(regimes=c.regimes, methods=c.methods, seeds=c.seeds, capacity=None,
-                    confirmation=None, truncation=None, levers=None)
+        data.update(
+            regimes=c.regimes,
+            methods=c.methods,
+            seeds=c.seeds,
+            capacity=None,
+            confirmation=None,
+            truncation=None,
+            levers=None,
+        )
         study = validate(data, source=f"capacity study n_facts={n_facts}")
         if c.learning_rates == "chosen":
             study._chosen = {key: lr for key, lr in (chosen or {}).items() if key[0] in c.regimes}
@@ -790,8 +861,15 @@ class StudyConfig(Grid):
             raise ConfigError(f"lever {name!r} is not in levers.variants {sorted(self.levers.variants)}")
         data = self.model_dump(mode="json")
         data["rl"].update(self.levers.variants[name])
-        data.update(regimes=["rl"], methods=self.levers.methods, seeds=self.levers.seeds, capacity=None,
-                    confirmation=None, truncation=None, levers=None)
+        data.update(
+            regimes=["rl"],
+            methods=self.levers.methods,
+            seeds=self.levers.seeds,
+            capacity=None,
+            confirmation=None,
+            truncation=None,
+            levers=None,
+        )
         return validate(data, source=f"lever study {name!r}")
 
     def confirmed_regimes(self) -> list[str]:
@@ -805,11 +883,18 @@ class StudyConfig(Grid):
             raise ConfigError(f"regime {regime!r} has no confirmation.seeds")
         missing = sorted({(r.regime, r.model, r.method) for r in self.runs() if r.regime == regime} - set(chosen))
         if missing:
-            raise ConfigError(f"no chosen learning rate for {', '.join('/'.join(m) for m in missing)}: run the select "
-                              "stage first")
+            raise ConfigError(
+                f"no chosen learning rate for {', '.join('/'.join(m) for m in missing)}: run the select stage first"
+            )
         data = self.model_dump(mode="json")
-        data.update(regimes=[regime], seeds=self.confirmation.seeds[regime], confirmation=None, capacity=None,
-                    truncation=None, levers=None)
+        data.update(
+            regimes=[regime],
+            seeds=self.confirmation.seeds[regime],
+            confirmation=None,
+            capacity=None,
+            truncation=None,
+            levers=None,
+        )
         study = validate(data, source="confirmation study")
         study._chosen = dict(chosen)
         return study
@@ -838,8 +923,10 @@ class StudyConfig(Grid):
     def runs(self) -> list[RunId]:
         """Every training run of the study, in a stable order."""
         if self._awaits_choice:
-            raise ConfigError("capacity.learning_rates is `chosen`: the capacity runs take the lrs the study's "
-                              "select stage chose (analysis/best_lr.csv); run the study's own runs and select first")
+            raise ConfigError(
+                "capacity.learning_rates is `chosen`: the capacity runs take the lrs the study's "
+                "select stage chose (analysis/best_lr.csv); run the study's own runs and select first"
+            )
         return [
             RunId(regime, model, method, lr, seed)
             for regime in self.regimes
@@ -891,8 +978,9 @@ class RunId:
 
     @property
     def path(self) -> str:
-        return RUN_TEMPLATE.format(regime=self.regime, model=self.model, method=self.method, lr=lr_tag(self.lr),
-                                   seed=self.seed)
+        return RUN_TEMPLATE.format(
+            regime=self.regime, model=self.model, method=self.method, lr=lr_tag(self.lr), seed=self.seed
+        )
 
     @property
     def cell(self) -> str:
@@ -1023,8 +1111,12 @@ def layer(base: dict, over: dict, at: tuple[str, ...] = ()) -> dict:
     out = dict(base)
     for key, value in over.items():
         old = base.get(key)
-        switches_task = at == ("tasks",) and isinstance(old, dict) and isinstance(value, dict) and (
-            value.get("name", old.get("name")) != old.get("name"))
+        switches_task = (
+            at == ("tasks",)
+            and isinstance(old, dict)
+            and isinstance(value, dict)
+            and (value.get("name", old.get("name")) != old.get("name"))
+        )
         if isinstance(value, dict) and isinstance(old, dict) and not switches_task:
             out[key] = layer(old, value, (*at, key))
         else:

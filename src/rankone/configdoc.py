@@ -71,8 +71,11 @@ def _table(obj: dict, defs: dict, prefix: str = "") -> list[str]:
             kind = f"section ([below](#{name.replace('_', '')}))"
         else:
             kind = _type(prop, defs)
-        default = f"`{json.dumps(prop['default'])}`" if "default" in prop else (
-            "required" if name in obj.get("required", []) else "")
+        default = (
+            f"`{json.dumps(prop['default'])}`"
+            if "default" in prop
+            else ("required" if name in obj.get("required", []) else "")
+        )
         rows.append(f"| `{prefix}{name}` | {kind} | {default} | {_one_line(prop.get('description', ''))} |")
     return rows
 

@@ -32,8 +32,10 @@ def build(cfg: StudyConfig, regime: str, out_dir: Path) -> dict:
             "task": task.name,
             "params": params.model_dump(),
             "seed": cfg.seed,
-            "splits": {s: {"rows": len(splits[s]), "sha256": sha256_file(tmp / f"{s}.parquet"),
-                           "fingerprint": fingerprints[s]} for s in SPLITS},
+            "splits": {
+                s: {"rows": len(splits[s]), "sha256": sha256_file(tmp / f"{s}.parquet"), "fingerprint": fingerprints[s]}
+                for s in SPLITS
+            },
             "information_bits": task.information_bits(params, splits["train"]),
             "provenance": provenance(cfg, "data", cfg.seed, started, regime),
         }

@@ -30,4 +30,3 @@ def autocast(device: torch.device, dtype: str):
     if dtype != "bfloat16":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=torch.bfloat16)
-

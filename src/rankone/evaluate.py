@@ -31,8 +31,9 @@ from rankone.tasks.confidence import calibration
 
 
 @torch.no_grad()
-def answer_nll_nats(model, tokenizer, rows: list[dict], batch_size: int = 512,
-                    dtype: str = "float32") -> tuple[float, int]:
+def answer_nll_nats(
+    model, tokenizer, rows: list[dict], batch_size: int = 512, dtype: str = "float32"
+) -> tuple[float, int]:
     """Total NLL (nats) of the answers (+<eos>) given the prompts, and the token count."""
     total, tokens = 0.0, 0
     for i in range(0, len(rows), batch_size):
@@ -46,17 +47,37 @@ def answer_nll_nats(model, tokenizer, rows: list[dict], batch_size: int = 512,
     return total, tokens
 
 
-def scoring_engine(cfg: StudyConfig, model, tokenizer, engine: str = "hf", model_dir: Path | None = None,
-                   rank: int | None = None, seed: int = 0):
+def scoring_engine(
+    cfg: StudyConfig,
+    model,
+    tokenizer,
+    engine: str = "hf",
+    model_dir: Path | None = None,
+    rank: int | None = None,
+    seed: int = 0,
+):
     """A rollout engine sampling `model` at the evaluation temperature (rankone.rollouts)."""
-    return make_engine(engine, model, tokenizer, cfg.evaluate.temperature, cfg.rollout.max_new_tokens, model_dir,
-                       rank, seed, dtype=cfg.dtype, options=cfg.rollout)
+    return make_engine(
+        engine,
+        model,
+        tokenizer,
+        cfg.evaluate.temperature,
+        cfg.rollout.max_new_tokens,
+        model_dir,
+        rank,
+        seed,
+        dtype=cfg.dtype,
+        options=cfg.rollout,
+    )
 
 
 def sample_all(engine, prompts: list[str], n: int, batch_prompts: int, greedy: bool = False) -> list[str]:
     """Completion texts of `n` samples per prompt, `batch_prompts` prompts per engine call."""
-    return [t for i in range(0, len(prompts), batch_prompts)
-            for t in engine.sample(prompts[i : i + batch_prompts], n, greedy).texts]
+    return [
+        t
+        for i in range(0, len(prompts), batch_prompts)
+        for t in engine.sample(prompts[i : i + batch_prompts], n, greedy).texts
+    ]
 
 
 def greedy_accuracy(cfg: StudyConfig, engine, task, rows: list[dict]) -> float:
@@ -101,8 +122,9 @@ class Scorer:
 
     def __call__(self, model, tokenizer, seed: int):
         if self.engine is None:
-            self.engine = scoring_engine(self.cfg, model, tokenizer, self.cfg.rollout.engine, self.model_dir,
-                                         lora_rank(self.method), seed)
+            self.engine = scoring_engine(
+                self.cfg, model, tokenizer, self.cfg.rollout.engine, self.model_dir, lora_rank(self.method), seed
+            )
         else:
             self.engine.sync(model)
         return self.engine
@@ -120,8 +142,10 @@ def checkpoints(cfg: StudyConfig, run: RunId, train_dir: Path, steps_completed: 
     found = [(s, snapshot(train_dir, s)) for s in planned if s < steps_completed]
     missing = [str(p) for _, p in found if not p.is_dir()]
     if missing:
-        raise InputError(f"{run.path}: missing snapshots {', '.join(missing)}: retrain the run (the train stage "
-                         "saves them at evaluate.at)")
+        raise InputError(
+            f"{run.path}: missing snapshots {', '.join(missing)}: retrain the run (the train stage "
+            "saves them at evaluate.at)"
+        )
     return [*found, (steps_completed, train_dir / "weights")]
 
 
@@ -137,13 +161,20 @@ def score_splits(cfg: StudyConfig, run: RunId, model, tokenizer, engine, task, s
             result[split]["nll"] = nats / tokens
             result[split]["nll_bits_per_token"] = nats / tokens * NATS_TO_BITS
     if task.stores_table and "train" in splits:  # greedy recall of every key, without the probes' sampling
-        rows = splits["train"]                      # noise (which n x (1 - H(a)) multiplies by the table's size)
+        rows = splits["train"]  # noise (which n x (1 - H(a)) multiplies by the table's size)
         result["table"] = {"keys": len(rows), "greedy_accuracy": greedy_accuracy(cfg, engine, task, rows)}
     return result
 
 
-def evaluate_run(cfg: StudyConfig, run: RunId, model_dir: Path, splits: dict, base_train_nats: float | None,
-                 train_dir: Path, scorer: Scorer) -> dict:
+def evaluate_run(
+    cfg: StudyConfig,
+    run: RunId,
+    model_dir: Path,
+    splits: dict,
+    base_train_nats: float | None,
+    train_dir: Path,
+    scorer: Scorer,
+) -> dict:
     """A run's scores at each late checkpoint (`checkpoints`, for the tail score) and, as `val` and
     `test`, at its final weights; the same seed before each, so checkpoints differ by weights only."""
     trained = read_json(train_dir / "run.json")

@@ -18,6 +18,7 @@ from rankone.outputs import FIGURES, NEEDS_CONFIDENCE
 def drawn(cfg: StudyConfig) -> list[str]:
     """The figures the report stage draws for this study: every study's, and each enabled optional
     experiment's (the levers' calibration only where the RL task states a confidence)."""
+
     def wanted(name: str, figure) -> bool:
         if figure.experiment is None:
             return True
@@ -44,8 +45,13 @@ def write_captions(folder: Path = Path("workflow/report")) -> list[Path]:
     return paths
 
 
-VERDICT_COLORS = {"parity": "tab:green", "better": "tab:blue", "worse": "tab:red", "inconclusive": "tab:gray",
-                  "diverged": "black"}
+VERDICT_COLORS = {
+    "parity": "tab:green",
+    "better": "tab:blue",
+    "worse": "tab:red",
+    "inconclusive": "tab:gray",
+    "diverged": "black",
+}
 SCORE_LABELS = {"rl": "mean reward", "sft": "-NLL (nats/token)"}
 
 
@@ -121,8 +127,15 @@ def plot_lr_sweep(runs: pd.DataFrame, path: Path) -> None:
         for method in method_order(d.method):
             g = d[d.method == method].groupby("lr")["val_score"]
             mean, low, high = g.mean(), g.min(), g.max()
-            ax.errorbar(mean.index, mean.values, yerr=[mean - low, high - mean], marker="o", capsize=3,
-                        color=colors[method], label=method)
+            ax.errorbar(
+                mean.index,
+                mean.values,
+                yerr=[mean - low, high - mean],
+                marker="o",
+                capsize=3,
+                color=colors[method],
+                label=method,
+            )
             bad = d[(d.method == method) & (d.status != "completed")]
             if len(bad):
                 ax.scatter(bad.lr, [ax.get_ylim()[0]] * len(bad), marker="x", color=colors[method])
@@ -144,11 +157,17 @@ def plot_rl_bits(curves: pd.DataFrame, best: pd.DataFrame, path: Path) -> None:
         for method in method_order(data[data.model == model].method):
             per_step = data[(data.model == model) & (data.method == method)].groupby("step")
             window = max(1, len(per_step) // 15)
-            smooth = per_step[["reward_entropy_bits", "advantage_entropy_bits"]].mean().rolling(
-                window, min_periods=1).mean()
+            smooth = (
+                per_step[["reward_entropy_bits", "advantage_entropy_bits"]].mean().rolling(window, min_periods=1).mean()
+            )
             top.plot(smooth.index, smooth.reward_entropy_bits, color=colors[method], label=f"{method}: batch rewards")
-            top.plot(smooth.index, smooth.advantage_entropy_bits, color=colors[method], ls="--",
-                     label=f"{method}: group rewards (advantages)")
+            top.plot(
+                smooth.index,
+                smooth.advantage_entropy_bits,
+                color=colors[method],
+                ls="--",
+                label=f"{method}: group rewards (advantages)",
+            )
             bound = per_step.info_bound_bits.mean()
             bottom.plot(bound.index, bound.values, color=colors[method], label=method)
         top.set_title(model)
@@ -167,21 +186,38 @@ def plot_information(info: pd.DataFrame, bits_per_param: float, path: Path) -> N
     fig, ax = plt.subplots(figsize=(7, 5))
     xs = info.trainable_parameters
     grid = [xs.min() / 2, xs.max() * 2]
-    ax.plot(grid, [g * bits_per_param for g in grid], "k--", lw=1,
-            label=f"capacity ≈ {bits_per_param:g} bits/parameter")
+    ax.plot(
+        grid, [g * bits_per_param for g in grid], "k--", lw=1, label=f"capacity ≈ {bits_per_param:g} bits/parameter"
+    )
     markers = {m: k for m, k in zip(sorted(info.model.unique()), "os^vD")}
     rl, sft = info[info.regime == "rl"], info[info.regime == "sft"]
     for model, marker in markers.items():
         r = rl[rl.model == model]
-        ax.scatter(r.trainable_parameters, r.info_bound_bits, marker=marker, color="tab:blue",
-                   label=f"RL info bound (episodes × reward entropy) · {model}")
+        ax.scatter(
+            r.trainable_parameters,
+            r.info_bound_bits,
+            marker=marker,
+            color="tab:blue",
+            label=f"RL info bound (episodes × reward entropy) · {model}",
+        )
         s = sft[sft.model == model]
-        ax.scatter(s.trainable_parameters, s.bits_absorbed.clip(lower=1), marker=marker, color="tab:orange",
-                   label=f"SFT bits absorbed (NLL drop) · {model}")
+        ax.scatter(
+            s.trainable_parameters,
+            s.bits_absorbed.clip(lower=1),
+            marker=marker,
+            color="tab:orange",
+            label=f"SFT bits absorbed (NLL drop) · {model}",
+        )
         if "bits_stored" in info:  # what the table holds minus what is still unsure; at 1 when none (log axis)
             stored = info[(info.model == model) & info.bits_stored.notna()]
-            ax.scatter(stored.trainable_parameters, stored.bits_stored.clip(lower=1), marker=marker,
-                       facecolors="none", edgecolors="tab:green", label=f"bits stored (table - final NLL) · {model}")
+            ax.scatter(
+                stored.trainable_parameters,
+                stored.bits_stored.clip(lower=1),
+                marker=marker,
+                facecolors="none",
+                edgecolors="tab:green",
+                label=f"bits stored (table - final NLL) · {model}",
+            )
     if "sft_dataset_bits" in info and info.sft_dataset_bits.notna().any():
         ax.axhline(info.sft_dataset_bits.dropna().iloc[0], color="tab:red", lw=1, label="SFT dataset bits")
     ax.set_xscale("log")
@@ -205,23 +241,34 @@ def plot_capacity(chart: pd.DataFrame, table: pd.DataFrame, bits_per_param: floa
     xs = chart.trainable_parameters
     grid = [xs.min() / 2, xs.max() * 2]
     for ax, model in zip(axes[0], models):
-        ax.plot(grid, [g * bits_per_param for g in grid], "k--", lw=1,
-                label=f"capacity ≈ {bits_per_param:g} bits/parameter")
+        ax.plot(
+            grid, [g * bits_per_param for g in grid], "k--", lw=1, label=f"capacity ≈ {bits_per_param:g} bits/parameter"
+        )
         for n in sizes:
             d = table[(table.model == model) & (table.n_facts == n)].sort_values("trainable_parameters")
             color = size_color[n]
             ax.plot(d.trainable_parameters, d.bits_stored.clip(lower=1), "-", color=color, alpha=0.5)
             off = d.falls_off.astype(bool)
-            ax.scatter(d[~off].trainable_parameters, d[~off].bits_stored.clip(lower=1), color=color,
-                       label=f"SFT stored · {n:,} facts")
-            ax.scatter(d[off].trainable_parameters, d[off].bits_stored.clip(lower=1), facecolors="none",
-                       edgecolors=color)
+            ax.scatter(
+                d[~off].trainable_parameters,
+                d[~off].bits_stored.clip(lower=1),
+                color=color,
+                label=f"SFT stored · {n:,} facts",
+            )
+            ax.scatter(
+                d[off].trainable_parameters, d[off].bits_stored.clip(lower=1), facecolors="none", edgecolors=color
+            )
             ax.axhline(d.dataset_bits.iloc[0], color=color, ls=":", lw=1)
         ax.scatter([], [], facecolors="white", edgecolors="gray", label="open: LoRA falls off FullFT")
         rl = chart[(chart.model == model) & (chart.regime == "rl")]
         if len(rl):
-            ax.scatter(rl.trainable_parameters, rl.bits, marker="x", color="tab:blue",
-                       label="RL information bound (this study's RL runs)")
+            ax.scatter(
+                rl.trainable_parameters,
+                rl.bits,
+                marker="x",
+                color="tab:blue",
+                label="RL information bound (this study's RL runs)",
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("trainable parameters")
@@ -261,15 +308,18 @@ def plot_crossover(cross: pd.DataFrame, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     models, regimes = sorted(cross.model.unique()), [g for g in ("rl", "sft") if g in set(cross.regime)]
-    fig, axes = plt.subplots(len(models), len(regimes), figsize=(5.5 * len(regimes), 4.2 * len(models)),
-                             squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        len(models), len(regimes), figsize=(5.5 * len(regimes), 4.2 * len(models)), squeeze=False, sharey=True
+    )
     colors = _colors(cross.method)
     for row, model in zip(axes, models):
         d = cross[cross.model == model]
         r1 = d[(d.regime == "sft") & (d.method == "lora-r1")]
         r1_capacity = float(r1.bits_recalled.max()) if len(r1) else None
-        top = max(d.table_bits.max(), d.bits_recalled_high.max(skipna=True) if d.bits_recalled_high.notna().any()
-                  else 1) * 1.5
+        top = (
+            max(d.table_bits.max(), d.bits_recalled_high.max(skipna=True) if d.bits_recalled_high.notna().any() else 1)
+            * 1.5
+        )
         low = d.table_bits.min() / 2
         for ax, regime in zip(row, regimes):
             ax.plot([low, top], [low, top], "k:", lw=1, label="the whole table")
@@ -280,8 +330,10 @@ def plot_crossover(cross: pd.DataFrame, path: Path) -> None:
                 if not len(m):
                     continue
                 y = m.bits_recalled.clip(lower=1)
-                err = [(y - m.bits_recalled_low.clip(lower=1)).fillna(0).clip(lower=0),
-                       (m.bits_recalled_high.clip(lower=1) - y).fillna(0).clip(lower=0)]
+                err = [
+                    (y - m.bits_recalled_low.clip(lower=1)).fillna(0).clip(lower=0),
+                    (m.bits_recalled_high.clip(lower=1) - y).fillna(0).clip(lower=0),
+                ]
                 ax.errorbar(m.table_bits, y, yerr=err, fmt="-", color=colors[method], capsize=3, alpha=0.8)
                 judged = m.fullft_plateau.astype(bool)
                 ax.scatter(m[judged].table_bits, y[judged], color=colors[method], label=method, zorder=3)
@@ -311,8 +363,12 @@ def plot_truncation(summary: pd.DataFrame, path: Path) -> None:
     ax.set_xscale("log", base=2)
     ks = sorted(summary.k.unique())
     ax.set_xticks(ks, [str(k) for k in ks])
-    _label(ax, "How much rank the FullFT RL update uses", "rank k kept per weight matrix",
-           "share of FullFT's gain over base")
+    _label(
+        ax,
+        "How much rank the FullFT RL update uses",
+        "rank k kept per weight matrix",
+        "share of FullFT's gain over base",
+    )
     _save(fig, path)
 
 
@@ -345,7 +401,8 @@ def plot_updates(shares: pd.DataFrame, matrices: pd.DataFrame, path: Path) -> No
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     if len(shares):
         mean = shares.groupby(["regime", "model"])[
-            ["share_changed_exact", "share_changed_atol", "share_changed_bf16"]].mean()
+            ["share_changed_exact", "share_changed_atol", "share_changed_bf16"]
+        ].mean()
         mean.columns = ["exact (fp32)", "|delta| > 1e-5 (fp32)", "after bf16 cast"]
         (100 * mean).plot.bar(ax=left, rot=0)
         left.set_xticklabels([f"{r.upper()}\n{m}" for r, m in mean.index], fontsize=8)
@@ -353,15 +410,28 @@ def plot_updates(shares: pd.DataFrame, matrices: pd.DataFrame, path: Path) -> No
         left.set_xlabel("")
         left.legend(fontsize=8)
     if len(matrices):
-        m = matrices.assign(rank_ratio=matrices["rank"] / matrices.full_rank,
-                            eff_ratio=matrices.effective_rank / matrices.full_rank)
+        m = matrices.assign(
+            rank_ratio=matrices["rank"] / matrices.full_rank, eff_ratio=matrices.effective_rank / matrices.full_rank
+        )
         groups = sorted(m.groupby(["regime", "model"]).groups)
         for i, key in enumerate(groups):
             g = m[(m.regime == key[0]) & (m.model == key[1])]
-            right.scatter([i - 0.1] * len(g), g.rank_ratio, marker="o", color="tab:blue",
-                          label="matrix_rank / full rank" if i == 0 else None, alpha=0.6)
-            right.scatter([i + 0.1] * len(g), g.eff_ratio, marker="x", color="tab:orange",
-                          label="effective rank / full rank" if i == 0 else None, alpha=0.6)
+            right.scatter(
+                [i - 0.1] * len(g),
+                g.rank_ratio,
+                marker="o",
+                color="tab:blue",
+                label="matrix_rank / full rank" if i == 0 else None,
+                alpha=0.6,
+            )
+            right.scatter(
+                [i + 0.1] * len(g),
+                g.eff_ratio,
+                marker="x",
+                color="tab:orange",
+                label="effective rank / full rank" if i == 0 else None,
+                alpha=0.6,
+            )
         right.set_xticks(range(len(groups)), [f"{r.upper()}\n{mo}" for r, mo in groups], fontsize=8)
         right.set_ylim(0, 1.05)
         right.set_ylabel("fraction of full rank (per matrix)")
@@ -399,8 +469,11 @@ def _forest_figure(panels: list[tuple], verdicts: pd.DataFrame, path: Path, widt
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(width * max(1, len(panels)), height), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         _forest(ax, *panel)
-    handles = [Line2D([], [], marker="o", ls="", color=c, label=k) for k, c in VERDICT_COLORS.items()
-               if len(verdicts) and k in set(verdicts.verdict)]
+    handles = [
+        Line2D([], [], marker="o", ls="", color=c, label=k)
+        for k, c in VERDICT_COLORS.items()
+        if len(verdicts) and k in set(verdicts.verdict)
+    ]
     if handles:
         fig.legend(handles=handles, fontsize=8, loc="upper center", ncol=len(handles), frameon=False)
     _save(fig, path, top=1 - 0.35 / fig.get_figheight())
@@ -412,9 +485,14 @@ def plot_forest(verdicts: pd.DataFrame, path: Path) -> None:
     panels = []
     for regime in [r for r in ("rl", "sft") if len(v) and r in set(v.regime)]:
         d = by_method(v[v.regime == regime]).sort_values("model", kind="stable")
-        panels.append((d, [f"{r.model} · {r.method.removeprefix('lora-')}" for r in d.itertuples()],
-                       f"test gap to FullFT ({SCORE_LABELS[regime]})",
-                       f"{regime.upper()}: LoRA minus FullFT, band = ±{float(d.margin.iloc[0]):g}"))
+        panels.append(
+            (
+                d,
+                [f"{r.model} · {r.method.removeprefix('lora-')}" for r in d.itertuples()],
+                f"test gap to FullFT ({SCORE_LABELS[regime]})",
+                f"{regime.upper()}: LoRA minus FullFT, band = ±{float(d.margin.iloc[0]):g}",
+            )
+        )
     rows = max([len(p[0]) for p in panels] or [1])
     _forest_figure(panels, v, path, 5.6, 1.3 + 0.42 * rows)
 
@@ -431,8 +509,9 @@ def plot_trajectory(steps: pd.DataFrame, path: Path) -> None:
     d = steps[steps.metric == "score"] if len(steps) else steps
     rows = sorted({(r.regime, r.model) for r in d.itertuples()}) or [("", "")]
     methods = method_order(d.method) if len(d) else [""]
-    fig, axes = plt.subplots(len(rows), len(methods), figsize=(2.6 * len(methods), 2.1 * len(rows)), squeeze=False,
-                             sharex="row")
+    fig, axes = plt.subplots(
+        len(rows), len(methods), figsize=(2.6 * len(methods), 2.1 * len(rows)), squeeze=False, sharex="row"
+    )
     for i, (regime, model) in enumerate(rows):
         for j, method in enumerate(methods):
             ax, g = axes[i][j], d[(d.regime == regime) & (d.model == model) & (d.method == method)]
@@ -454,8 +533,11 @@ def plot_trajectory(steps: pd.DataFrame, path: Path) -> None:
                 ax.set_ylabel(f"gap ({SCORE_LABELS.get(regime, '')})", fontsize=7)
             if i == len(rows) - 1:
                 ax.set_xlabel("step", fontsize=7)
-    handles = [Line2D([], [], marker="o", ls="", color=c, label=k) for k, c in VERDICT_COLORS.items()
-               if len(d) and k in set(d.verdict)]
+    handles = [
+        Line2D([], [], marker="o", ls="", color=c, label=k)
+        for k, c in VERDICT_COLORS.items()
+        if len(d) and k in set(d.verdict)
+    ]
     if handles:
         fig.legend(handles=handles, fontsize=8, loc="upper center", ncol=len(handles), frameon=False)
     _save(fig, path, top=1 - 0.35 / fig.get_figheight())
@@ -467,8 +549,14 @@ def plot_levers(table: pd.DataFrame, path: Path) -> None:
     for metric in dict.fromkeys(table.metric):
         d = table[table.metric == metric]
         name = "mean reward" if metric == "score" else metric.replace("_at_", "@")
-        panels.append((d, [f"{r.lever} · {r.model} · {r.method}" for r in d.itertuples()],
-                       f"test gap to plain RL ({name})", f"{name}, band = ±{float(d.margin.iloc[0]):g}"))
+        panels.append(
+            (
+                d,
+                [f"{r.lever} · {r.model} · {r.method}" for r in d.itertuples()],
+                f"test gap to plain RL ({name})",
+                f"{name}, band = ±{float(d.margin.iloc[0]):g}",
+            )
+        )
     rows = max([len(p[0]) for p in panels] or [1])
     _forest_figure(panels, table, path, 4.6, 1.4 + 0.3 * rows)
 
@@ -479,8 +567,9 @@ def plot_levers_calibration(curves: pd.DataFrame, window: int, path: Path) -> No
     import matplotlib.pyplot as plt
 
     panels = sorted(curves.groupby(["model", "method"]).groups) if len(curves) else []
-    fig, axes = plt.subplots(2, max(1, len(panels)), figsize=(4.2 * max(1, len(panels)), 6.4), squeeze=False,
-                             sharey="row")
+    fig, axes = plt.subplots(
+        2, max(1, len(panels)), figsize=(4.2 * max(1, len(panels)), 6.4), squeeze=False, sharey="row"
+    )
     mean = curves.groupby(["lever", "model", "method", "step"], as_index=False)[["brier", "ece"]].mean()
     for col, (model, method) in enumerate(panels):
         for lever, d in mean[(mean.model == model) & (mean.method == method)].groupby("lever", sort=False):
@@ -497,12 +586,18 @@ def plot_levers_pass_at_k(table: pd.DataFrame, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     panels = sorted(table.groupby(["model", "method"]).groups) if len(table) else []
-    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.2 * max(1, len(panels)), 3.6), squeeze=False,
-                             sharey=True)
+    fig, axes = plt.subplots(
+        1, max(1, len(panels)), figsize=(4.2 * max(1, len(panels)), 3.6), squeeze=False, sharey=True
+    )
     mean = table.groupby(["lever", "model", "method", "k"], as_index=False).pass_at_k.mean() if len(table) else table
     for ax, (model, method) in zip(axes[0], panels):
         for lever, d in mean[(mean.model == model) & (mean.method == method)].groupby("lever", sort=False):
-            ax.plot(d.k, d.pass_at_k, "o-" if lever == "plain" else ".--", color="black" if lever == "plain" else None,
-                    label=lever)
+            ax.plot(
+                d.k,
+                d.pass_at_k,
+                "o-" if lever == "plain" else ".--",
+                color="black" if lever == "plain" else None,
+                label=lever,
+            )
         _label(ax, f"{model} · {method}", "k", "test pass@k")
     _save(fig, path)

@@ -45,8 +45,10 @@ def claim(n: int, pool_dir: Path = POOL_DIR, poll_s: float = 0.5, wait_s: float 
     `wait_s` seconds if given) and make them the only ones CUDA shows it."""
     ids = pool_ids()
     if n > len(ids):
-        raise InputError(f"this job needs {n} GPU(s) but the machine's pool has {len(ids)} ({','.join(ids) or 'none'}"
-                         "): set RANKONE_GPU_IDS, or run with --resources gpu=<at most that many>")
+        raise InputError(
+            f"this job needs {n} GPU(s) but the machine's pool has {len(ids)} ({','.join(ids) or 'none'}"
+            "): set RANKONE_GPU_IDS, or run with --resources gpu=<at most that many>"
+        )
     pool_dir.mkdir(parents=True, exist_ok=True)
     waited = 0.0
     while True:

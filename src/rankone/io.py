@@ -34,8 +34,9 @@ class InputError(ValueError):
 
 def setup_logging(quiet: bool = False) -> None:
     """INFO lines with the time; with `quiet` (the other processes of a group) warnings only."""
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(asctime)s %(name)s %(message)s",
-                        datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S"
+    )
 
 
 @contextlib.contextmanager
@@ -89,7 +90,8 @@ def read_jsonl(path: str | Path) -> list[dict]:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as err:
                 raise ValueError(
-                    f"{path}:{lineno}: not valid JSON ({err.msg}); the file is corrupt or truncated") from None
+                    f"{path}:{lineno}: not valid JSON ({err.msg}); the file is corrupt or truncated"
+                ) from None
     return rows
 
 
@@ -180,13 +182,25 @@ def cpu_info() -> dict:
     the pinning switches in effect (two runs can give the same bytes only where these agree)."""
     import torch
 
-    model = next((line.split(":", 1)[1].strip() for line in _read_lines("/proc/cpuinfo")
-                  if line.startswith("model name")), platform.processor() or platform.machine())
-    blas = next((line.strip(" -") for line in torch.__config__.show().splitlines() if "Math Kernel Library" in line
-                 or "OpenBLAS" in line), "unknown")
-    return {"model": model, "capability": torch.backends.cpu.get_cpu_capability(), "blas": blas,
-            "threads": torch.get_num_threads(),
-            "switches": {name: os.environ[name] for name in CPU_KERNELS["avx2"] if name in os.environ}}
+    model = next(
+        (line.split(":", 1)[1].strip() for line in _read_lines("/proc/cpuinfo") if line.startswith("model name")),
+        platform.processor() or platform.machine(),
+    )
+    blas = next(
+        (
+            line.strip(" -")
+            for line in torch.__config__.show().splitlines()
+            if "Math Kernel Library" in line or "OpenBLAS" in line
+        ),
+        "unknown",
+    )
+    return {
+        "model": model,
+        "capability": torch.backends.cpu.get_cpu_capability(),
+        "blas": blas,
+        "threads": torch.get_num_threads(),
+        "switches": {name: os.environ[name] for name in CPU_KERNELS["avx2"] if name in os.environ},
+    }
 
 
 def _read_lines(path: str) -> list[str]:

@@ -40,16 +40,28 @@ from rankone.substudies import SubStudy
 
 KEYS = ["model", "method"]
 LOWER_IS_BETTER = ("brier", "ece")
-CALIBRATION_COLUMNS = ["lever", "model", "method", "lr", "seed", "step", "episodes", "reward", "brier", "ece",
-                       "confidence_stated"]
+CALIBRATION_COLUMNS = [
+    "lever",
+    "model",
+    "method",
+    "lr",
+    "seed",
+    "step",
+    "episodes",
+    "reward",
+    "brier",
+    "ece",
+    "confidence_stated",
+]
 
 
-def to_target(rewards: list[float], seconds: list[float], episodes: list[int], target: float,
-              window: int) -> tuple[float, float]:
+def to_target(
+    rewards: list[float], seconds: list[float], episodes: list[int], target: float, window: int
+) -> tuple[float, float]:
     """(episodes, seconds) when the mean reward over the last `window` steps first reaches
     `target` (NaN, NaN when it never does)."""
     for i in range(window - 1, len(rewards)):
-        if sum(rewards[i - window + 1: i + 1]) / window >= target:
+        if sum(rewards[i - window + 1 : i + 1]) / window >= target:
             return float(episodes[i]), float(sum(seconds[: i + 1]))
     return math.nan, math.nan
 
@@ -61,14 +73,29 @@ def efficiency(cfg: StudyConfig, study: StudyConfig, at: Layout, runs: pd.DataFr
         run = RunId("rl", r.model, r.method, r.lr, r.seed)
         steps = read_jsonl(at.train(run) / "metrics.jsonl")
         timings = read_jsonl(at.train(run) / "timings.jsonl")
-        episodes, seconds = to_target([s["reward"] for s in steps], [t["seconds"] for t in timings],
-                                      [s["episodes"] for s in steps], cfg.levers.target_reward,
-                                      cfg.rl.format_collapse_window)
+        episodes, seconds = to_target(
+            [s["reward"] for s in steps],
+            [t["seconds"] for t in timings],
+            [s["episodes"] for s in steps],
+            cfg.levers.target_reward,
+            cfg.rl.format_collapse_window,
+        )
         sampled = [s.get("groups_sampled", study.rl.prompts_per_step) for s in steps]
         wasted = sum(s["zero_variance_share"] * n for s, n in zip(steps, sampled)) / sum(sampled)
-        rows.append({"model": r.model, "method": r.method, "lr": r.lr, "seed": r.seed, "steps": len(steps),
-                     "episodes": steps[-1]["episodes"], "train_seconds": sum(t["seconds"] for t in timings),
-                     "wasted_group_share": wasted, "episodes_to_target": episodes, "seconds_to_target": seconds})
+        rows.append(
+            {
+                "model": r.model,
+                "method": r.method,
+                "lr": r.lr,
+                "seed": r.seed,
+                "steps": len(steps),
+                "episodes": steps[-1]["episodes"],
+                "train_seconds": sum(t["seconds"] for t in timings),
+                "wasted_group_share": wasted,
+                "episodes_to_target": episodes,
+                "seconds_to_target": seconds,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -85,11 +112,21 @@ def pass_at_k(cfg: StudyConfig, at: Layout, where: Layout, runs: pd.DataFrame) -
     for r in runs.itertuples():
         run = RunId("rl", r.model, r.method, r.lr, r.seed)
         seed_everything(run.seed, cfg.threads)
-        model, tokenizer = load_policy(at.model(run.model), where.train(run) / "weights", run.method, cfg.dtype,
-                                       resolve(cfg.device))
+        model, tokenizer = load_policy(
+            at.model(run.model), where.train(run) / "weights", run.method, cfg.dtype, resolve(cfg.device)
+        )
         result = score(scorer, scoring_engine(scorer, model, tokenizer), task, test, run.seed)
-        rows += [{"model": r.model, "method": r.method, "lr": r.lr, "seed": r.seed, "k": k,
-                  "pass_at_k": result[f"pass_at_{k}"]} for k in range(1, G + 1)]
+        rows += [
+            {
+                "model": r.model,
+                "method": r.method,
+                "lr": r.lr,
+                "seed": r.seed,
+                "k": k,
+                "pass_at_k": result[f"pass_at_{k}"],
+            }
+            for k in range(1, G + 1)
+        ]
     return pd.DataFrame(rows)
 
 
@@ -100,11 +137,11 @@ def chosen(runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
 
 def with_pass_at_k(runs: pd.DataFrame, table: pd.DataFrame, ks: list[int]) -> pd.DataFrame:
     """`runs` with a test_pass_at_<k> column per k in `ks`, from a pass@k table."""
-    wide = table[table.k.isin(ks)].pivot_table(index=["model", "method", "lr", "seed"], columns="k",
-                                               values="pass_at_k")
+    wide = table[table.k.isin(ks)].pivot_table(index=["model", "method", "lr", "seed"], columns="k", values="pass_at_k")
     wide.columns = [f"test_pass_at_{k}" for k in wide.columns]
-    return runs.drop(columns=wide.columns, errors="ignore").merge(wide.reset_index(), on=["model", "method", "lr",
-                                                                                         "seed"])
+    return runs.drop(columns=wide.columns, errors="ignore").merge(
+        wide.reset_index(), on=["model", "method", "lr", "seed"]
+    )
 
 
 def compare_levers(cfg: StudyConfig, plain: pd.DataFrame, levers: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -122,13 +159,21 @@ def compare_levers(cfg: StudyConfig, plain: pd.DataFrame, levers: dict[str, pd.D
             mine = mine.set_index("seed")
             for metric, column in metrics.items():
                 sign = -1 if metric in LOWER_IS_BETTER else 1
-                out.append({
-                    "lever": name, "model": model, "method": method, "metric": metric,
-                    "lr": float(mine.lr.iloc[0]), "lr_edge": mine.edge.iloc[0],
-                    "plain_lr": float(base.lr.iloc[0]), "plain_lr_edge": base.edge.iloc[0],
-                    "test_value": float(mine[column].mean()), "plain_test_value": float(base[column].mean()),
-                    **compare(sign * mine[column], sign * base[column], margin, cfg.analysis.confidence),
-                })
+                out.append(
+                    {
+                        "lever": name,
+                        "model": model,
+                        "method": method,
+                        "metric": metric,
+                        "lr": float(mine.lr.iloc[0]),
+                        "lr_edge": mine.edge.iloc[0],
+                        "plain_lr": float(base.lr.iloc[0]),
+                        "plain_lr_edge": base.edge.iloc[0],
+                        "test_value": float(mine[column].mean()),
+                        "plain_test_value": float(base[column].mean()),
+                        **compare(sign * mine[column], sign * base[column], margin, cfg.analysis.confidence),
+                    }
+                )
     return pd.DataFrame(out)
 
 
@@ -138,21 +183,36 @@ def calibration_curves(at: Layout, runs: pd.DataFrame, side: str) -> pd.DataFram
     rows = []
     for r in runs.itertuples():
         for s in read_jsonl(at.train(RunId("rl", r.model, r.method, r.lr, r.seed)) / "metrics.jsonl"):
-            rows.append({"lever": side, "model": r.model, "method": r.method, "lr": r.lr, "seed": r.seed,
-                         "step": s["step"], "episodes": s["episodes"], "reward": s["reward"],
-                         **{k: s[k] for k in ("brier", "ece", "confidence_stated")}})
+            rows.append(
+                {
+                    "lever": side,
+                    "model": r.model,
+                    "method": r.method,
+                    "lr": r.lr,
+                    "seed": r.seed,
+                    "step": s["step"],
+                    "episodes": s["episodes"],
+                    "reward": s["reward"],
+                    **{k: s[k] for k in ("brier", "ece", "confidence_stated")},
+                }
+            )
     return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)
 
 
 def summarize_efficiency(runs: pd.DataFrame, side: str) -> pd.DataFrame:
     """Mean over seeds per (model, method); the target columns over the seeds that reached it."""
     g = runs.groupby(KEYS)
-    table = g.agg(lr=("lr", "first"), seeds=("seed", "count"), steps=("steps", "mean"),
-                  episodes=("episodes", "mean"), train_seconds=("train_seconds", "mean"),
-                  wasted_group_share=("wasted_group_share", "mean"),
-                  reached_target=("episodes_to_target", lambda s: int(s.notna().sum())),
-                  episodes_to_target=("episodes_to_target", "mean"),
-                  seconds_to_target=("seconds_to_target", "mean")).reset_index()
+    table = g.agg(
+        lr=("lr", "first"),
+        seeds=("seed", "count"),
+        steps=("steps", "mean"),
+        episodes=("episodes", "mean"),
+        train_seconds=("train_seconds", "mean"),
+        wasted_group_share=("wasted_group_share", "mean"),
+        reached_target=("episodes_to_target", lambda s: int(s.notna().sum())),
+        episodes_to_target=("episodes_to_target", "mean"),
+        seconds_to_target=("seconds_to_target", "mean"),
+    ).reset_index()
     return table.assign(lever=side)
 
 
@@ -180,8 +240,13 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         curves += [calibration_curves(where, picked, name)] if confident else []
         log.info("lever %s: %d runs at their best lr scored", name, len(picked))
     plain = with_pass_at_k(plain, passes[0], ks)
-    at.write_tables({"levers.csv": compare_levers(cfg, plain, tables),
-                        "levers_efficiency.csv": pd.concat(effs, ignore_index=True),
-                        "levers_pass_at_k.csv": pd.concat(passes, ignore_index=True),
-                        "levers_calibration.csv": pd.concat(curves or [pd.DataFrame(columns=CALIBRATION_COLUMNS)],
-                                                            ignore_index=True)})
+    at.write_tables(
+        {
+            "levers.csv": compare_levers(cfg, plain, tables),
+            "levers_efficiency.csv": pd.concat(effs, ignore_index=True),
+            "levers_pass_at_k.csv": pd.concat(passes, ignore_index=True),
+            "levers_calibration.csv": pd.concat(
+                curves or [pd.DataFrame(columns=CALIBRATION_COLUMNS)], ignore_index=True
+            ),
+        }
+    )

@@ -54,8 +54,11 @@ def _tables(stage: str, names: str, experiment: str | None = None) -> dict[str, 
 
 TABLES = {
     # select (best_lr.csv) and analysis, both rankone.analysis
-    **_tables("analysis", "best_lr.csv runs.csv confirm_runs.csv curves.csv checkpoints.csv verdicts.csv "
-              "trajectory.csv information.csv lr_vs_rank.csv early_curves.csv layers.csv plateau.csv summary.json"),
+    **_tables(
+        "analysis",
+        "best_lr.csv runs.csv confirm_runs.csv curves.csv checkpoints.csv verdicts.csv "
+        "trajectory.csv information.csv lr_vs_rank.csv early_curves.csv layers.csv plateau.csv summary.json",
+    ),
     **_tables("updates", "update_shares.csv update_matrices.csv update_overlap.csv"),
     **_tables("capacity", "capacity.csv capacity_falloff.csv capacity_chart.csv crossover.csv", "capacity"),
     **_tables("truncation", "truncation.csv truncation_summary.csv truncation.json", "truncation"),
@@ -66,58 +69,87 @@ FIGURES = {
     "forest.png": Figure(
         "The answer: each LoRA rank's test gap to FullFT (each at its best lr on val, paired by seed) with its "
         "confidence interval; shaded: the equivalence margin fixed before the run. Parity only when the whole "
-        "interval lies inside the band.", "answer"),
+        "interval lies inside the band.",
+        "answer",
+    ),
     "trajectory.png": Figure(
         "The verdict at every late checkpoint: each LoRA rank's test gap to FullFT at that step (at the learning "
         "rates the tail score chose, paired by seed) with its interval; shaded: the margin. Colour = the verdict "
-        "at that step; a stable verdict keeps one colour.", "answer"),
+        "at that step; a stable verdict keeps one colour.",
+        "answer",
+    ),
     "rl_curves.png": Figure(
-        "RL reward per step, each method at its best learning rate (mean over seeds, band = min..max).",
-        "rl_curves"),
+        "RL reward per step, each method at its best learning rate (mean over seeds, band = min..max).", "rl_curves"
+    ),
     "lr_sweep.png": Figure(
-        "Validation score against learning rate per method (mean over seeds, bars = min..max).", "lr_sweep"),
+        "Validation score against learning rate per method (mean over seeds, bars = min..max).", "lr_sweep"
+    ),
     "sft_curves.png": Figure(
-        "SFT training loss per step, each rank at its best learning rate (mean over seeds).", "sft_curves"),
+        "SFT training loss per step, each rank at its best learning rate (mean over seeds).", "sft_curves"
+    ),
     "rl_bits.png": Figure(
         "RL information per step, each method at its best lr (mean over seeds): entropy of the batch's rewards "
-        "and of a group's rewards (what its advantages carry), and the cumulative bound.", "information"),
+        "and of a group's rewards (what its advantages carry), and the cumulative bound.",
+        "information",
+    ),
     "information.png": Figure(
         "Information in bits against trainable parameters, with the capacity reference line: RL's information "
         "bound, SFT's bits absorbed (NLL drop from the base, format included) and, on a table of known bits, the "
-        "bits stored (table minus final NLL; drawn at 1 when none).", "information"),
+        "bits stored (table minus final NLL; drawn at 1 when none).",
+        "information",
+    ),
     "lr_vs_rank.png": Figure(
-        "Best learning rate per LoRA rank (chosen on val); dashed: FullFT's best, dotted: 10x FullFT's.",
-        "lr_rank"),
+        "Best learning rate per LoRA rank (chosen on val); dashed: FullFT's best, dotted: 10x FullFT's.", "lr_rank"
+    ),
     "updates.png": Figure(
-        "FullFT updates: share of parameters changed three ways, and per-matrix update rank / full rank.",
-        "updates"),
+        "FullFT updates: share of parameters changed three ways, and per-matrix update rank / full rank.", "updates"
+    ),
     "capacity.png": Figure(
         "Capacity chart: bits stored by SFT on facts tables of each size (filled: not shown worse than FullFT, "
         "open: falls off) and RL information bounds, against trainable parameters; dashed: capacity line.",
-        "capacity", "capacity"),
+        "capacity",
+        "capacity",
+    ),
     "capacity_falloff.png": Figure(
         "Share of the facts table stored against table size, per method at its best lr; open markers: LoRA "
-        "falls off FullFT (worse under the equivalence rule).", "capacity", "capacity"),
+        "falls off FullFT (worse under the equivalence rule).",
+        "capacity",
+        "capacity",
+    ),
     "crossover.png": Figure(
         "Bits recalled (greedy recall of every key of the table, Fano) against the table's bits, per method at "
         "its lr, RL beside SFT on the same tables (mean over seeds, bars = t interval; dotted: the whole table; "
         "dashed: rank 1's SFT capacity; open: FullFT had not reached its plateau, not judged).",
-        "capacity", "capacity"),
+        "capacity",
+        "capacity",
+    ),
     "truncation.png": Figure(
         "Share of FullFT's RL gain over the base kept when every weight update is cut to its top k singular "
         "directions (test; FullFT at its best lr, mean over seeds with its t interval); dashed: share of the "
-        "updates' squared norm in those k directions.", "truncation", "truncation"),
+        "updates' squared norm in those k directions.",
+        "truncation",
+        "truncation",
+    ),
     "levers.png": Figure(
         "Each RL lever minus plain RL on test (each at its best lr on val, paired by seed, equal episodes) with "
         "its confidence interval, for mean reward, pass@1 and pass@group size; shaded: the equivalence margin. "
-        "Colour = verdict.", "levers", "levers"),
+        "Colour = verdict.",
+        "levers",
+        "levers",
+    ),
     "levers_pass_at_k.png": Figure(
         "Test pass@k against k (up to the group size) of plain RL and each lever, every method at its best lr "
-        "(mean over seeds).", "levers", "levers"),
+        "(mean over seeds).",
+        "levers",
+        "levers",
+    ),
     "levers_calibration.png": Figure(
         "Brier score (top) and calibration error (bottom) of the confidences stated in each step's sampled "
         "batch, plain RL against each lever, every method at its best lr (mean over seeds, smoothed); lower is "
-        "better.", "levers", "levers"),
+        "better.",
+        "levers",
+        "levers",
+    ),
 }
 
 # Drawn only where the RL task states a confidence (rankone.report.levers_section).

@@ -59,7 +59,6 @@ class Layout:
     def study_config(self) -> Path:
         return self.root / "study.yaml"
 
-
     def data(self, regime: str) -> Path:
         return self.data_root / regime
 

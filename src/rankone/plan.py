@@ -53,8 +53,17 @@ def shape_of(cfg: StudyConfig, model: str) -> Shape:
         from rankone.models.tokenizer import ALPHABET, SPECIALS
 
         a = cfg.architecture
-        return Shape(spec.config_class, a.hidden_size, a.intermediate_size, a.num_hidden_layers,
-                     a.num_attention_heads, a.num_key_value_heads, a.head_dim, len(SPECIALS) + len(ALPHABET), False)
+        return Shape(
+            spec.config_class,
+            a.hidden_size,
+            a.intermediate_size,
+            a.num_hidden_layers,
+            a.num_attention_heads,
+            a.num_key_value_heads,
+            a.head_dim,
+            len(SPECIALS) + len(ALPHABET),
+            False,
+        )
     assert isinstance(spec, LocalPreset)
     import json
     from pathlib import Path
@@ -63,11 +72,17 @@ def shape_of(cfg: StudyConfig, model: str) -> Shape:
     if not path.is_file():
         raise InputError(f"local_models.{model}: {path} not found (a transformers checkpoint folder has one)")
     c = json.loads(path.read_text())
-    return Shape(f"{c['model_type'].capitalize()}Config" if c["model_type"] != "qwen3" else "Qwen3Config",
-                 c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["num_attention_heads"],
-                 c.get("num_key_value_heads", c["num_attention_heads"]),
-                 c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"], c["vocab_size"],
-                 bool(c.get("tie_word_embeddings", False)))
+    return Shape(
+        f"{c['model_type'].capitalize()}Config" if c["model_type"] != "qwen3" else "Qwen3Config",
+        c["hidden_size"],
+        c["intermediate_size"],
+        c["num_hidden_layers"],
+        c["num_attention_heads"],
+        c.get("num_key_value_heads", c["num_attention_heads"]),
+        c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
+        c["vocab_size"],
+        bool(c.get("tie_word_embeddings", False)),
+    )
 
 
 def meta_model(shape: Shape):
@@ -116,8 +131,15 @@ def _lora_rank1(shape: Shape, scope: str) -> int:
 def adapted_linears(shape: Shape, scope: str) -> list[tuple[int, int]]:
     h, kv, m = shape.hidden_size, shape.num_key_value_heads * shape.head_dim, shape.intermediate_size
     q = shape.num_attention_heads * shape.head_dim
-    block = {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h), "gate_proj": (h, m),
-             "up_proj": (h, m), "down_proj": (m, h)}
+    block = {
+        "q_proj": (h, q),
+        "k_proj": (h, kv),
+        "v_proj": (h, kv),
+        "o_proj": (q, h),
+        "gate_proj": (h, m),
+        "up_proj": (h, m),
+        "down_proj": (m, h),
+    }
     from rankone.models.load import target_modules
 
     targets = target_modules(scope)
@@ -242,9 +264,11 @@ def sampler_memory(cfg: StudyConfig, shape: Shape, e: Estimate, sequences: int, 
         e.sampler_weights = e.parameters * 2
         e.sampler_kv = e.sampler - e.sampler_weights
         if e.sampler_kv < kv:
-            e.notes.append(f"{e.stage} {e.model}: vLLM's share ({cfg.rollout.gpu_memory_utilization:g} of the GPU) "
-                           f"leaves {e.sampler_kv / GB:.1f} GB of KV cache for {kv / GB:.1f} GB of sequences: it will "
-                           "sample them in several waves")
+            e.notes.append(
+                f"{e.stage} {e.model}: vLLM's share ({cfg.rollout.gpu_memory_utilization:g} of the GPU) "
+                f"leaves {e.sampler_kv / GB:.1f} GB of KV cache for {kv / GB:.1f} GB of sequences: it will "
+                "sample them in several waves"
+            )
     else:
         e.sampler_kv = kv
         e.sampler = kv + (0 if own_weights else e.parameters * 2)
@@ -268,15 +292,22 @@ def estimate(cfg: StudyConfig, stage: str, model: str, method: str | None, shape
                 e.replica = e.parameters * 4
             e.flops_sampling = P * G * sequence_flops(shape, prompt + completion)
             backward = 2 if e.shards else 1  # FullFT: input and weight gradients; LoRA: input gradients only
-            e.flops_update = P * G * sequence_flops(shape, prompt + completion) * (
-                1 + backward + (1 if cfg.gradient_checkpointing else 0))
+            e.flops_update = (
+                P
+                * G
+                * sequence_flops(shape, prompt + completion)
+                * (1 + backward + (1 if cfg.gradient_checkpointing else 0))
+            )
             e.steps = cfg.rl.steps
         else:
             micro = cfg.sft.micro_batch or cfg.sft.batch_size
             update_memory(cfg, shape, e, micro, cfg.plan.sft_tokens, cfg.plan.sft_tokens)
             backward = 2 if e.shards else 1
-            e.flops_update = cfg.sft.batch_size * sequence_flops(shape, cfg.plan.sft_tokens) * (
-                1 + backward + (1 if cfg.gradient_checkpointing else 0))
+            e.flops_update = (
+                cfg.sft.batch_size
+                * sequence_flops(shape, cfg.plan.sft_tokens)
+                * (1 + backward + (1 if cfg.gradient_checkpointing else 0))
+            )
             e.steps = cfg.sft.steps
         return e
     # Stages that only sample or score: bf16 weights (fp32 in an fp32 study), then the sampler.
@@ -329,7 +360,7 @@ def plan(cfg: StudyConfig) -> list[Estimate]:
 
 def finish(cfg: StudyConfig, e: Estimate) -> None:
     spec = cfg.resources.get(e.stage)
-    e.gpus_given = (spec.for_job(e.model, None if e.method == "-" else e.method).get("gpu", 0) if spec else 0)
+    e.gpus_given = spec.for_job(e.model, None if e.method == "-" else e.method).get("gpu", 0) if spec else 0
     e.gpus_needed = fewest_gpus(cfg, e)
 
 
@@ -342,13 +373,15 @@ def misfits(cfg: StudyConfig, estimates: list[Estimate]) -> list[str]:
             continue  # a CPU job (or a profile that sets no GPUs): nothing to check against
         peak = e.peak(e.gpus_given)
         if peak > usable:
-            need = (f"it needs {e.gpus_needed} GPUs" if e.gpus_needed else "it fits no number of GPUs")
-            lines.append(f"{e.stage} {e.model} {e.method}: needs {peak / GB:.0f} GB on each of {e.gpus_given} GPU(s) "
-                         f"(weights {e.weights / GB:.0f}, gradients {e.gradients / GB:.0f}, optimizer "
-                         f"{e.optimizer / GB:.0f}, activations {e.activations / GB:.0f}, logits {e.logits / GB:.0f}, "
-                         f"sampler {e.sampler / GB:.0f} GB) but resources.{e.stage} gives {e.gpus_given} x "
-                         f"{cfg.plan.usable_share:g} x {cfg.plan.gpu_memory_gb:g} GB = {usable / GB:.0f} GB "
-                         f"each; {need}")
+            need = f"it needs {e.gpus_needed} GPUs" if e.gpus_needed else "it fits no number of GPUs"
+            lines.append(
+                f"{e.stage} {e.model} {e.method}: needs {peak / GB:.0f} GB on each of {e.gpus_given} GPU(s) "
+                f"(weights {e.weights / GB:.0f}, gradients {e.gradients / GB:.0f}, optimizer "
+                f"{e.optimizer / GB:.0f}, activations {e.activations / GB:.0f}, logits {e.logits / GB:.0f}, "
+                f"sampler {e.sampler / GB:.0f} GB) but resources.{e.stage} gives {e.gpus_given} x "
+                f"{cfg.plan.usable_share:g} x {cfg.plan.gpu_memory_gb:g} GB = {usable / GB:.0f} GB "
+                f"each; {need}"
+            )
     return lines
 
 
@@ -357,8 +390,9 @@ def check(cfg: StudyConfig) -> list[Estimate]:
     estimates = plan(cfg)
     bad = misfits(cfg, estimates)
     if bad:
-        raise InputError("resources: " + str(len(bad)) + " job(s) cannot fit their GPUs (rankone plan):\n  "
-                         + "\n  ".join(bad))
+        raise InputError(
+            "resources: " + str(len(bad)) + " job(s) cannot fit their GPUs (rankone plan):\n  " + "\n  ".join(bad)
+        )
     return estimates
 
 
@@ -367,14 +401,18 @@ def scaling(cfg: StudyConfig) -> str:
     per train job, memory on each, GPU-hours per run (Markdown)."""
     from rankone.models import SCALING_SHAPES
 
-    rows = ["| shape | parameters | method | GPUs per job | peak per GPU (GB) | GPU-hours per run |",
-            "| --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| shape | parameters | method | GPUs per job | peak per GPU (GB) | GPU-hours per run |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for name, shape in SCALING_SHAPES.items():
         for method in ("fullft", "lora-r1"):
             e = estimate(cfg, "train", name, method, shape)
             e.jobs, n = 1, fewest_gpus(cfg, e)
-            rows.append(f"| {name} | {e.parameters / 1e9:.2f}B | {method} | {n or 'none fits'} | "
-                        f"{gb(e.peak(max(n, 1)))} | {e.hours(cfg):,.1f} |")
+            rows.append(
+                f"| {name} | {e.parameters / 1e9:.2f}B | {method} | {n or 'none fits'} | "
+                f"{gb(e.peak(max(n, 1)))} | {e.hours(cfg):,.1f} |"
+            )
     return "\n".join(rows)
 
 
@@ -384,9 +422,11 @@ def gb(x: float) -> str:
 
 def table(cfg: StudyConfig, estimates: list[Estimate]) -> str:
     """The plan as a Markdown table, and the grid's GPU-hours."""
-    head = ("| stage | model | method | params | trainable | weights | grads | optimizer | activations "
-            "(no ckpt) | logits | sampler (weights + KV) | peak/GPU (GB) | TFLOP/step | jobs | GPU-h | GPUs "
-            "given | needed |")
+    head = (
+        "| stage | model | method | params | trainable | weights | grads | optimizer | activations "
+        "(no ckpt) | logits | sampler (weights + KV) | peak/GPU (GB) | TFLOP/step | jobs | GPU-h | GPUs "
+        "given | needed |"
+    )
     rows = [head, "|" + " --- |" * 17]
     total = 0.0
     for e in estimates:
@@ -398,13 +438,18 @@ def table(cfg: StudyConfig, estimates: list[Estimate]) -> str:
             f"{gb(e.weights)} | {gb(e.gradients)} | {gb(e.optimizer)} | {gb(e.activations)} "
             f"({gb(e.activations_no_checkpointing)}) | {gb(e.logits)} | {gb(e.sampler)} ({gb(e.sampler_weights)} + "
             f"{gb(e.sampler_kv)}) | {gb(e.peak(max(1, e.gpus_given)))} | {tflop:,.2f} | {e.jobs} | {hours:,.1f} | "
-            f"{e.gpus_given} | {e.gpus_needed or 'none fits'} |")
+            f"{e.gpus_given} | {e.gpus_needed or 'none fits'} |"
+        )
     notes = sorted({n for e in estimates for n in e.notes})
-    foot = [f"\nGrid: {total:,.0f} GPU-hours at {cfg.plan.mfu:g} MFU of {cfg.plan.gpu_peak_tflops:g} TFLOP/s "
-            f"(plan.mfu, plan.gpu_peak_tflops); GPU memory {cfg.plan.gpu_memory_gb:g} GB, "
-            f"{cfg.plan.usable_share:g} of it usable; prompts of {cfg.plan.prompt_tokens} tokens (plan.prompt_tokens)."]
+    foot = [
+        f"\nGrid: {total:,.0f} GPU-hours at {cfg.plan.mfu:g} MFU of {cfg.plan.gpu_peak_tflops:g} TFLOP/s "
+        f"(plan.mfu, plan.gpu_peak_tflops); GPU memory {cfg.plan.gpu_memory_gb:g} GB, "
+        f"{cfg.plan.usable_share:g} of it usable; prompts of {cfg.plan.prompt_tokens} tokens (plan.prompt_tokens)."
+    ]
     if any(e.gpus_needed > 1 for e in estimates):
-        foot.append("A job needing more than one GPU runs FullFT sharded across them (FSDP under torchrun, "
-                    "rankone.train.distributed): with vLLM each GPU's engine samples its share of the prompts; "
-                    "with the hf engine GPU 0 samples from an unsharded fp32 replica (counted in its peak).")
+        foot.append(
+            "A job needing more than one GPU runs FullFT sharded across them (FSDP under torchrun, "
+            "rankone.train.distributed): with vLLM each GPU's engine samples its share of the prompts; "
+            "with the hf engine GPU 0 samples from an unsharded fp32 replica (counted in its peak)."
+        )
     return "\n".join(rows + foot + [f"- {n}" for n in notes])

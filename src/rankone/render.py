@@ -50,15 +50,18 @@ def block(b, src: Callable[[str], str] = lambda name: name) -> str:
         return f'<div class="scroll">{b.to_html(index=False, border=0, na_rep="")}</div>'
     if isinstance(b, tuple):
         caption = html.escape(FIGURES[b[1]].caption)
-        return (f'<figure><img src="{html.escape(src(b[1]))}" alt="{caption}">'
-                f"<figcaption>{caption}</figcaption></figure>")
+        return (
+            f'<figure><img src="{html.escape(src(b[1]))}" alt="{caption}"><figcaption>{caption}</figcaption></figure>'
+        )
     return f"<p>{text(b)}</p>"
 
 
 def page(title: str, body: str, home: str | None = None) -> str:
     """A whole page; `home`: the site index the header links to (none for a stand-alone report)."""
     header = f"<header><a href='{home}'>rankone: all studies</a></header>" if home else ""
-    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-            f"<meta name='viewport' content='width=device-width,initial-scale=1'><link rel='icon' href='data:,'>"
-            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>{header}"
-            f"<main>{body}</main></body></html>\n")
+    return (
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<meta name='viewport' content='width=device-width,initial-scale=1'><link rel='icon' href='data:,'>"
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>{header}"
+        f"<main>{body}</main></body></html>\n"
+    )

@@ -15,11 +15,26 @@ from pathlib import Path
 import pandas as pd
 
 from rankone.config import StudyConfig, method_label
-from rankone.figures import (SCORE_LABELS, by_method, method_order, plot_capacity, plot_capacity_falloff,
-                             plot_crossover, plot_trajectory,
-                             plot_curves, plot_forest, plot_information, plot_levers, plot_levers_calibration,
-                             plot_levers_pass_at_k, plot_lr_sweep, plot_lr_vs_rank, plot_rl_bits, plot_truncation,
-                             plot_updates)
+from rankone.figures import (
+    SCORE_LABELS,
+    by_method,
+    method_order,
+    plot_capacity,
+    plot_capacity_falloff,
+    plot_crossover,
+    plot_trajectory,
+    plot_curves,
+    plot_forest,
+    plot_information,
+    plot_levers,
+    plot_levers_calibration,
+    plot_levers_pass_at_k,
+    plot_lr_sweep,
+    plot_lr_vs_rank,
+    plot_rl_bits,
+    plot_truncation,
+    plot_updates,
+)
 from rankone import render
 from rankone.io import atomic_path, git_state, package_versions, read_json, read_table
 from rankone.outputs import FIGURES, SECTIONS
@@ -35,9 +50,11 @@ def capacity_findings(falloff: pd.DataFrame) -> list[str]:
         parts = []
         for r in g.sort_values("n_facts").itertuples():
             keeps = "none" if pd.isna(r.smallest_rank_keeping_up) else f"r{int(r.smallest_rank_keeping_up)}"
-            parts.append(f"{r.n_facts:,} facts ({r.dataset_bits:,.0f} bits, FullFT stored "
-                         f"{r.fullft_bits_stored:,.0f}): ranks falling off: {r.ranks_falling_off}; smallest rank "
-                         f"keeping up: {keeps}; inconclusive: {r.ranks_inconclusive}")
+            parts.append(
+                f"{r.n_facts:,} facts ({r.dataset_bits:,.0f} bits, FullFT stored "
+                f"{r.fullft_bits_stored:,.0f}): ranks falling off: {r.ranks_falling_off}; smallest rank "
+                f"keeping up: {keeps}; inconclusive: {r.ranks_inconclusive}"
+            )
         out.append(f"**{model}, {NAMES[regime]}** — " + "; ".join(parts) + ".")
     return out
 
@@ -62,26 +79,39 @@ def crossover_sentence(table: pd.DataFrame) -> str:
         return "Rank 1 did not run in both regimes: no crossover to state."
     caps = {g: rank1_capacity(table, g) for g in ("rl", "sft")}
     (rl, rl_lo, rl_hi, rl_n), (sft, sft_lo, sft_hi, sft_n) = caps["rl"], caps["sft"]
-    falls = {g: sorted(table[(table.regime == g) & (table.method == "lora-r1") & (table.verdict == "worse")].n_facts)
-             for g in ("rl", "sft")}
-    where = "; ".join(f"under {NAMES[g]} it falls off FullFT from {falls[g][0]:,} keys" if falls[g]
-                      else f"under {NAMES[g]} it is not shown worse than FullFT at any judged size" for g in falls)
+    falls = {
+        g: sorted(table[(table.regime == g) & (table.method == "lora-r1") & (table.verdict == "worse")].n_facts)
+        for g in ("rl", "sft")
+    }
+    where = "; ".join(
+        f"under {NAMES[g]} it falls off FullFT from {falls[g][0]:,} keys"
+        if falls[g]
+        else f"under {NAMES[g]} it is not shown worse than FullFT at any judged size"
+        for g in falls
+    )
     overlap = math.isfinite(rl_lo) and math.isfinite(sft_lo) and rl_lo <= sft_hi and sft_lo <= rl_hi
-    same = ("the intervals overlap, so these runs cannot tell its RL and SFT capacities apart" if overlap else
-            f"the intervals do not overlap: rank 1 saturates at {'fewer' if rl < sft else 'more'} bits under RL "
-            "than under SFT")
-    out = (f"Rank 1 recalls at most {rl:,.0f} bits [{rl_lo:,.0f}, {rl_hi:,.0f}] under RL ({rl_n:,}-key table) "
-           f"and {sft:,.0f} [{sft_lo:,.0f}, {sft_hi:,.0f}] under SFT ({sft_n:,} keys); {same}. "
-           f"{where[0].upper()}{where[1:]}.")
+    same = (
+        "the intervals overlap, so these runs cannot tell its RL and SFT capacities apart"
+        if overlap
+        else f"the intervals do not overlap: rank 1 saturates at {'fewer' if rl < sft else 'more'} bits under RL "
+        "than under SFT"
+    )
+    out = (
+        f"Rank 1 recalls at most {rl:,.0f} bits [{rl_lo:,.0f}, {rl_hi:,.0f}] under RL ({rl_n:,}-key table) "
+        f"and {sft:,.0f} [{sft_lo:,.0f}, {sft_hi:,.0f}] under SFT ({sft_n:,} keys); {same}. "
+        f"{where[0].upper()}{where[1:]}."
+    )
     full = table[(table.regime == "rl") & (table.method == "fullft")]
     if len(full):  # can RL test rank 1's capacity at all? Only if FullFT learns more than rank 1 holds by SFT
         top = full.loc[full.bits_recalled.idxmax()]
         if top.bits_recalled_high < sft:
-            out += (f" Under RL FullFT itself recalls at most {top.bits_recalled:,.0f} bits "
-                    f"[{top.bits_recalled_low:,.0f}, {top.bits_recalled_high:,.0f}] ({int(top.n_facts):,} keys), "
-                    "below rank 1's SFT capacity: these "
-                    "RL runs never carried the bits at which rank 1 fell off in SFT, so they cannot show where rank 1 "
-                    "saturates under RL.")
+            out += (
+                f" Under RL FullFT itself recalls at most {top.bits_recalled:,.0f} bits "
+                f"[{top.bits_recalled_low:,.0f}, {top.bits_recalled_high:,.0f}] ({int(top.n_facts):,} keys), "
+                "below rank 1's SFT capacity: these "
+                "RL runs never carried the bits at which rank 1 fell off in SFT, so they cannot show where rank 1 "
+                "saturates under RL."
+            )
     return out
 
 
@@ -89,11 +119,34 @@ def crossover_part(cfg: StudyConfig, cross: pd.DataFrame) -> list:
     """The RL crossover (capacity.regimes with rl): the sentence, the figure and its table."""
     if "rl" not in cfg.capacity.regimes:
         return []
-    lrs = ("each method at the one lr the select stage chose on the study's own runs (the lr pilot), flagged "
-           "`lr_from`" if cfg.capacity.learning_rates == "chosen" else "each method at its best lr on val at that size")
-    show = ["regime", "model", "n_facts", "method", "lr", "lr_from", "seeds", "episodes", "table_recall",
-            "bits_recalled", "bits_recalled_low", "bits_recalled_high", "bits_stored", "info_bound_bits",
-            "episodes_to_50", "episodes_to_90", "fullft_plateau", "gap", "ci_low", "ci_high", "verdict"]
+    lrs = (
+        "each method at the one lr the select stage chose on the study's own runs (the lr pilot), flagged `lr_from`"
+        if cfg.capacity.learning_rates == "chosen"
+        else "each method at its best lr on val at that size"
+    )
+    show = [
+        "regime",
+        "model",
+        "n_facts",
+        "method",
+        "lr",
+        "lr_from",
+        "seeds",
+        "episodes",
+        "table_recall",
+        "bits_recalled",
+        "bits_recalled_low",
+        "bits_recalled_high",
+        "bits_stored",
+        "info_bound_bits",
+        "episodes_to_50",
+        "episodes_to_90",
+        "fullft_plateau",
+        "gap",
+        "ci_low",
+        "ci_high",
+        "verdict",
+    ]
     return [
         f"**The crossover.** RL and SFT on the same facts tables, {lrs}. Bits recalled = greedy recall of every key "
         "of the table as bits (Fano), the same measure in both regimes; each rank is judged against FullFT on "
@@ -101,7 +154,8 @@ def crossover_part(cfg: StudyConfig, cross: pd.DataFrame) -> list:
         "FullFT's curve reached its plateau. Episodes to 50% / 90% = RL episodes or SFT examples until the "
         "method's smoothed curve covers that share of FullFT's gain from its first step to its plateau.",
         crossover_sentence(cross),
-        ("figure", "crossover.png"), _round(cross[[c for c in show if c in cross]]),
+        ("figure", "crossover.png"),
+        _round(cross[[c for c in show if c in cross]]),
     ]
 
 
@@ -110,31 +164,60 @@ def capacity_section(cfg: StudyConfig, at: Layout) -> list[tuple[str, list]]:
     if cfg.capacity is None:
         return []
     out = at.report
-    table, falloff, chart, cross = (read_table(at.table(f"{n}.csv")) for n in
-                                    ("capacity", "capacity_falloff", "capacity_chart", "crossover"))
+    table, falloff, chart, cross = (
+        read_table(at.table(f"{n}.csv")) for n in ("capacity", "capacity_falloff", "capacity_chart", "crossover")
+    )
     sft = table[table.regime == "sft"]
     plot_capacity(chart, sft, cfg.analysis.bits_per_param, out / "capacity.png")
     plot_capacity_falloff(sft, out / "capacity_falloff.png")
     plot_crossover(cross, out / "crossover.png")
     per_param = sft.groupby("method").bits_per_parameter.max()
     per_param = per_param[method_order(per_param.index)]
-    show = ["regime", "model", "n_facts", "method", "lr", "at_grid_edge", "trainable_parameters", "dataset_bits",
-            "bits_stored", "bits_absorbed", "share_stored", "bits_per_parameter", "gap", "ci_low", "ci_high",
-            "verdict", "reason", "falls_off"]
-    return [(SECTIONS["capacity"], [
-        f"SFT on random facts tables of {', '.join(f'{n:,}' for n in cfg.capacity.n_facts)} keys "
-        f"({cfg.capacity.probes} facts probed per split, {len(cfg.capacity.seeds)} seed(s)), every method at its "
-        "best lr on val. Bits stored = the table's bits minus the final total train NLL in bits (at least 0); bits "
-        "absorbed = the drop in train NLL from the base model (it also counts format the base unlearns). "
-        "A LoRA rank falls off when the equivalence rule calls it worse than FullFT: the interval of its test gap "
-        f"over seeds lies below 0 and not inside ±{cfg.analysis.parity_threshold['sft']:g} nats/token.",
-        *capacity_findings(falloff),
-        "Most bits stored per trainable parameter at any size: "
-        + ", ".join(f"{m}: {v:.3f}" for m, v in per_param.items())
-        + f" (reference {cfg.analysis.bits_per_param:g}).",
-        ("figure", "capacity.png"), ("figure", "capacity_falloff.png"), falloff.round(1), _round(table[show]),
-        *crossover_part(cfg, cross),
-    ])]
+    show = [
+        "regime",
+        "model",
+        "n_facts",
+        "method",
+        "lr",
+        "at_grid_edge",
+        "trainable_parameters",
+        "dataset_bits",
+        "bits_stored",
+        "bits_absorbed",
+        "share_stored",
+        "bits_per_parameter",
+        "gap",
+        "ci_low",
+        "ci_high",
+        "verdict",
+        "reason",
+        "falls_off",
+    ]
+    return [
+        (
+            SECTIONS["capacity"],
+            [
+                f"SFT on random facts tables of {', '.join(f'{n:,}' for n in cfg.capacity.n_facts)} keys "
+                f"({cfg.capacity.probes} facts probed per split, {len(cfg.capacity.seeds)} seed(s)), every method at "
+                "its "
+                "best lr on val. Bits stored = the table's bits minus the final total train NLL in bits (at least 0); "
+                "bits "
+                "absorbed = the drop in train NLL from the base model (it also counts format the base unlearns). "
+                "A LoRA rank falls off when the equivalence rule calls it worse than FullFT: the interval of its test "
+                "gap "
+                f"over seeds lies below 0 and not inside ±{cfg.analysis.parity_threshold['sft']:g} nats/token.",
+                *capacity_findings(falloff),
+                "Most bits stored per trainable parameter at any size: "
+                + ", ".join(f"{m}: {v:.3f}" for m, v in per_param.items())
+                + f" (reference {cfg.analysis.bits_per_param:g}).",
+                ("figure", "capacity.png"),
+                ("figure", "capacity_falloff.png"),
+                falloff.round(1),
+                _round(table[show]),
+                *crossover_part(cfg, cross),
+            ],
+        )
+    ]
 
 
 def format_collapse_note(cfg: StudyConfig, runs: pd.DataFrame) -> list:
@@ -143,9 +226,11 @@ def format_collapse_note(cfg: StudyConfig, runs: pd.DataFrame) -> list:
         return []
     flagged = runs[(runs.regime == "rl") & (runs.format_collapse == True)]  # noqa: E712 (NaN for SFT rows)
     rl = cfg.rl
-    text = (f"Format collapse: {len(flagged)} of {int((runs.regime == 'rl').sum())} RL runs had more than "
-            f"{rl.format_collapse_share:.0%} of their completions unparseable by the answer checker, averaged over "
-            f"{rl.format_collapse_window} steps (the per-step share is in curves.csv).")
+    text = (
+        f"Format collapse: {len(flagged)} of {int((runs.regime == 'rl').sum())} RL runs had more than "
+        f"{rl.format_collapse_share:.0%} of their completions unparseable by the answer checker, averaged over "
+        f"{rl.format_collapse_window} steps (the per-step share is in curves.csv)."
+    )
     return [text, *([flagged[["model", "method", "lr", "seed", "test_score"]]] if len(flagged) else [])]
 
 
@@ -157,12 +242,17 @@ def truncation_findings(summary: pd.DataFrame) -> list[str]:
         g = g.sort_values("k")
         first = g.iloc[0]
         enough = g[g.low >= 0.9]
-        reach = f"the smallest k whose interval lies at or above 90% is {int(enough.k.iloc[0])}" if len(enough) \
+        reach = (
+            f"the smallest k whose interval lies at or above 90% is {int(enough.k.iloc[0])}"
+            if len(enough)
             else "no k has its interval at or above 90%"
-        out.append(f"**{model}** (FullFT's gain over the base: {first.gain:+.3f} reward, {int(first.seeds)} seeds): "
-                   f"keeping the top {_directions(int(first.k))} of every weight update keeps {first.kept:.0%} "
-                   f"[{first.low:.0%}, {first.high:.0%}] of the gain and {first.energy_kept:.0%} of the update's "
-                   f"squared norm; {reach}.")
+        )
+        out.append(
+            f"**{model}** (FullFT's gain over the base: {first.gain:+.3f} reward, {int(first.seeds)} seeds): "
+            f"keeping the top {_directions(int(first.k))} of every weight update keeps {first.kept:.0%} "
+            f"[{first.low:.0%}, {first.high:.0%}] of the gain and {first.energy_kept:.0%} of the update's "
+            f"squared norm; {reach}."
+        )
     return out
 
 
@@ -176,15 +266,28 @@ def truncation_section(cfg: StudyConfig, at: Layout) -> list[tuple[str, list]]:
         return []
     table, summary = read_table(at.table("truncation.csv")), read_table(at.table("truncation_summary.csv"))
     plot_truncation(summary, at.report / "truncation.png")
-    per_lr = table[~table.full].groupby(["model", "lr", "k"], as_index=False)[
-        ["kept_mean_reward", "kept_greedy_accuracy", "energy_kept"]].mean()
-    return [(SECTIONS["truncation"], [
-        "Every FullFT RL run's weight update (delta = trained - base, each 2-D tensor) cut to its top k singular "
-        "directions and scored again on test with the evaluate stage's scorer (same prompts, sampling seed and "
-        "answer checker); full rank is the trained model itself. Kept = (score_k - base) / (score_full - base), "
-        "paired by seed. At 1-8B scale the top direction is reported to keep over 99% (arXiv 2510.00553).",
-        *truncation_findings(summary), ("figure", "truncation.png"), _round(summary), _round(per_lr),
-    ])]
+    per_lr = (
+        table[~table.full]
+        .groupby(["model", "lr", "k"], as_index=False)[["kept_mean_reward", "kept_greedy_accuracy", "energy_kept"]]
+        .mean()
+    )
+    return [
+        (
+            SECTIONS["truncation"],
+            [
+                "Every FullFT RL run's weight update (delta = trained - base, each 2-D tensor) cut to its top k "
+                "singular "
+                "directions and scored again on test with the evaluate stage's scorer (same prompts, sampling seed and "
+                "answer checker); full rank is the trained model itself. Kept = (score_k - base) / (score_full - "
+                "base), "
+                "paired by seed. At 1-8B scale the top direction is reported to keep over 99% (arXiv 2510.00553).",
+                *truncation_findings(summary),
+                ("figure", "truncation.png"),
+                _round(summary),
+                _round(per_lr),
+            ],
+        )
+    ]
 
 
 def lever_findings(cfg: StudyConfig, table: pd.DataFrame, eff: pd.DataFrame) -> list[str]:
@@ -196,12 +299,17 @@ def lever_findings(cfg: StudyConfig, table: pd.DataFrame, eff: pd.DataFrame) -> 
         changes = ", ".join(f"{k}: {v}" for k, v in cfg.levers.variants[lever].items())
         parts = []
         for (model, method), h in g.groupby(["model", "method"], sort=False):
-            metrics = "; ".join(f"{r.metric.replace('_at_', '@').replace('score', 'mean reward')} {r.gap:+.3f} "
-                                f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}] {r.verdict}" for r in h.itertuples())
+            metrics = "; ".join(
+                f"{r.metric.replace('_at_', '@').replace('score', 'mean reward')} {r.gap:+.3f} "
+                f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}] {r.verdict}"
+                for r in h.itertuples()
+            )
             mine, plain = eff.loc[(lever, model, method)], eff.loc[("plain", model, method)]
-            parts.append(f"{model} {method}: {metrics}; episodes to a training reward of "
-                         f"{cfg.levers.target_reward:g}: {_episodes(mine)} against plain's {_episodes(plain)}; "
-                         f"groups wasted {mine.wasted_group_share:.0%} against {plain.wasted_group_share:.0%}")
+            parts.append(
+                f"{model} {method}: {metrics}; episodes to a training reward of "
+                f"{cfg.levers.target_reward:g}: {_episodes(mine)} against plain's {_episodes(plain)}; "
+                f"groups wasted {mine.wasted_group_share:.0%} against {plain.wasted_group_share:.0%}"
+            )
         out.append(f"**{lever}** ({changes}) — " + ". ".join(parts) + ".")
     return out
 
@@ -224,8 +332,11 @@ def levers_section(cfg: StudyConfig, at: Layout) -> list[tuple[str, list]]:
     plot_levers_pass_at_k(passes, out / "levers_pass_at_k.png")
     calibration = []
     if cfg.tasks["rl"].confidence:
-        plot_levers_calibration(read_table(at.table("levers_calibration.csv")), cfg.rl.format_collapse_window,
-                                out / "levers_calibration.png")
+        plot_levers_calibration(
+            read_table(at.table("levers_calibration.csv")),
+            cfg.rl.format_collapse_window,
+            out / "levers_calibration.png",
+        )
         calibration = [
             "The RL task states a confidence after each answer (`answer:d`, p = d/9); the base model was warm-started "
             "with confidences drawn independently of the answer. Brier score = mean (p - y)^2 over sampled test "
@@ -233,18 +344,46 @@ def levers_section(cfg: StudyConfig, at: Layout) -> list[tuple[str, list]]:
             "|accuracy - p|; for both, lower is better and the gap is plain minus lever.",
             ("figure", "levers_calibration.png"),
         ]
-    show = ["lever", "model", "method", "metric", "lr", "lr_edge", "plain_lr", "plain_lr_edge", "test_value",
-            "plain_test_value", "gap", "ci_low", "ci_high", "seeds", "verdict", "reason"]
-    return [(SECTIONS["levers"], [
-        f"The study's RL runs ({', '.join(cfg.levers.methods)}; seeds {cfg.levers.seeds}) with one lever switched "
-        f"on, each with its own lr sweep, against plain RL at its best lr, at equal episodes "
-        f"({cfg.rl.episode_budget:,} per run; the variance filter stops there). Gap = lever minus plain on test, "
-        f"paired by seed, judged by the equivalence rule (±{cfg.analysis.parity_threshold['rl']:g}). Pass@k is "
-        f"scored by this stage with {cfg.rl.group_size} samples per test prompt. For the controls (a fair-coin or "
-        "format-only reward), plain RL's lead over them is its gain beyond format and sharpening.",
-        *lever_findings(cfg, table, eff), ("figure", "levers.png"), ("figure", "levers_pass_at_k.png"),
-        *calibration, _round(table[show]), _round(eff),
-    ])]
+    show = [
+        "lever",
+        "model",
+        "method",
+        "metric",
+        "lr",
+        "lr_edge",
+        "plain_lr",
+        "plain_lr_edge",
+        "test_value",
+        "plain_test_value",
+        "gap",
+        "ci_low",
+        "ci_high",
+        "seeds",
+        "verdict",
+        "reason",
+    ]
+    return [
+        (
+            SECTIONS["levers"],
+            [
+                f"The study's RL runs ({', '.join(cfg.levers.methods)}; seeds {cfg.levers.seeds}) with one lever "
+                "switched "
+                f"on, each with its own lr sweep, against plain RL at its best lr, at equal episodes "
+                f"({cfg.rl.episode_budget:,} per run; the variance filter stops there). Gap = lever minus plain on "
+                "test, "
+                f"paired by seed, judged by the equivalence rule (±{cfg.analysis.parity_threshold['rl']:g}). Pass@k is "
+                f"scored by this stage with {cfg.rl.group_size} samples per test prompt. For the controls (a "
+                "fair-coin or "
+                "format-only reward), plain RL's lead over them is its gain beyond format and sharpening.",
+                *lever_findings(cfg, table, eff),
+                ("figure", "levers.png"),
+                ("figure", "levers_pass_at_k.png"),
+                *calibration,
+                _round(table[show]),
+                _round(eff),
+            ],
+        )
+    ]
 
 
 def layer_findings(table: pd.DataFrame) -> list[str]:
@@ -257,12 +396,16 @@ def layer_findings(table: pd.DataFrame) -> list[str]:
             relation = f"this agrees with the original finding ({finding})"
         elif r.verdict == "inconclusive":
             side = "below" if r.gap_to_all_linear < 0 else "above"
-            relation = (f"this neither confirms nor contradicts the original finding ({finding}): the point estimate "
-                        f"is {side} all-linear, but the interval covers 0")
+            relation = (
+                f"this neither confirms nor contradicts the original finding ({finding}): the point estimate "
+                f"is {side} all-linear, but the interval covers 0"
+            )
         else:
             relation = f"this differs from the original finding ({finding})"
-        out.append(f"{r.regime.upper()} · {r.model} · rank {r.rank}: {r.scope}-only vs all-linear: {r.verdict} "
-                   f"(gap {r.gap_to_all_linear:+.3f}, CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}]); {relation}.")
+        out.append(
+            f"{r.regime.upper()} · {r.model} · rank {r.rank}: {r.scope}-only vs all-linear: {r.verdict} "
+            f"(gap {r.gap_to_all_linear:+.3f}, CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}]); {relation}."
+        )
     return out
 
 
@@ -281,8 +424,10 @@ def verdict_phrase(r) -> str:
         return f"{method_label(r.method)}: a run diverged, no verdict"
     if r.reason == "underpowered":
         need = "more than 1,000" if r.seeds_to_decide == math.inf else f"about {r.seeds_to_decide:.0f}"
-        return (f"{method_label(r.method)} is inconclusive ({_ci(r)}): underpowered, the interval is wider than "
-                f"±{r.margin:g}; {need} seeds would decide at the observed spread")
+        return (
+            f"{method_label(r.method)} is inconclusive ({_ci(r)}): underpowered, the interval is wider than "
+            f"±{r.margin:g}; {need} seeds would decide at the observed spread"
+        )
     return f"{method_label(r.method)} is inconclusive ({_ci(r)}): {r.reason}"
 
 
@@ -291,8 +436,11 @@ def stability_note(g: pd.DataFrame) -> str:
     moved = [r for r in g.itertuples() if "stable" in g and not r.stable and r.by_step]
     if not moved:
         return ""
-    return (" Not stable over the late checkpoints, so these verdicts move with the stop step: "
-            + "; ".join(f"{method_label(r.method)} ({r.by_step}{seeds_phrase(r)})" for r in moved) + ".")
+    return (
+        " Not stable over the late checkpoints, so these verdicts move with the stop step: "
+        + "; ".join(f"{method_label(r.method)} ({r.by_step}{seeds_phrase(r)})" for r in moved)
+        + "."
+    )
 
 
 def seeds_phrase(r) -> str:
@@ -308,9 +456,11 @@ def edge_note(g: pd.DataFrame) -> str:
     """Which best learning rates sit on the edge of their grid (the optimum may lie outside)."""
     full_edge = g.fullft_lr_edge.iloc[0]  # "" inside the grid (run() fills the CSV's empty cells)
     edges = [f"FullFT ({full_edge})"] * bool(full_edge) + [
-        f"{method_label(r.method)} ({r.lr_edge})" for r in g.itertuples() if r.lr_edge]
-    return (" Best lr on the edge of its grid, which qualifies these verdicts: " + ", ".join(edges) + ".") if edges \
-        else ""
+        f"{method_label(r.method)} ({r.lr_edge})" for r in g.itertuples() if r.lr_edge
+    ]
+    return (
+        (" Best lr on the edge of its grid, which qualifies these verdicts: " + ", ".join(edges) + ".") if edges else ""
+    )
 
 
 def plateau_note(plateau: pd.DataFrame, model: str) -> str:
@@ -320,13 +470,19 @@ def plateau_note(plateau: pd.DataFrame, model: str) -> str:
     p = p.iloc[0]
     window = f"the last {p.window} of {p.steps} steps"
     if math.isnan(p.seed_spread):  # one sweep seed: no spread to judge against
-        return (f" FullFT's reward moved {p.change:+.3f} over {window} of its one sweep seed; with one seed there is "
-                "no spread to test a plateau against.")
+        return (
+            f" FullFT's reward moved {p.change:+.3f} over {window} of its one sweep seed; with one seed there is "
+            "no spread to test a plateau against."
+        )
     if p.plateau:
-        return (f" FullFT's reward had reached a plateau ({p.reward_last:.3f} over {window} against "
-                f"{p.reward_before:.3f} before, within the seed spread {p.seed_spread:.3f}).")
-    return (f" FullFT's reward had not reached a plateau ({p.change:+.3f} over {window}, beyond the seed spread "
-            f"{p.seed_spread:.3f}): longer runs could change these verdicts.")
+        return (
+            f" FullFT's reward had reached a plateau ({p.reward_last:.3f} over {window} against "
+            f"{p.reward_before:.3f} before, within the seed spread {p.seed_spread:.3f})."
+        )
+    return (
+        f" FullFT's reward had not reached a plateau ({p.change:+.3f} over {window}, beyond the seed spread "
+        f"{p.seed_spread:.3f}): longer runs could change these verdicts."
+    )
 
 
 def collapse_note(judged: pd.DataFrame | None, regime: str, model: str) -> str:
@@ -337,11 +493,15 @@ def collapse_note(judged: pd.DataFrame | None, regime: str, model: str) -> str:
     g = judged[(judged.regime == regime) & (judged.model == model) & (judged.format_collapse == True)]  # noqa: E712
     if not len(g):
         return ""
-    runs = ", ".join(f"{method_label(r.method)} seed {r.seed} (lr {r.lr:g}, test score {r.test_score:.3f})"
-                     for r in g.sort_values(["method", "seed"]).itertuples())
-    return (f" Format collapse in {len(g)} of the {int(((judged.regime == regime) & (judged.model == model)).sum())} "
-            f"judged runs: {runs}, whose completions stopped parsing, so reward and gradients went to 0; such a run "
-            "widens the interval on its own.")
+    runs = ", ".join(
+        f"{method_label(r.method)} seed {r.seed} (lr {r.lr:g}, test score {r.test_score:.3f})"
+        for r in g.sort_values(["method", "seed"]).itertuples()
+    )
+    return (
+        f" Format collapse in {len(g)} of the {int(((judged.regime == regime) & (judged.model == model)).sum())} "
+        f"judged runs: {runs}, whose completions stopped parsing, so reward and gradients went to 0; such a run "
+        "widens the interval on its own."
+    )
 
 
 def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame, judged: pd.DataFrame | None = None) -> list[str]:
@@ -351,16 +511,25 @@ def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame, judged: pd.DataFrame
     for (regime, model), g in score.groupby(["regime", "model"]):
         g = by_method(g)
         first = g.iloc[0]
-        sentence = (f"**{NAMES[regime]} · {model}** ({SCORE_LABELS[regime]} on test, {first.seeds} seeds, "
-                    f"margin ±{first.margin:g}): " + "; ".join(verdict_phrase(r) for r in g.itertuples()) + ".")
-        greedy = by_method(verdicts[(verdicts.regime == regime) & (verdicts.model == model)
-                                    & (verdicts.metric == "greedy_accuracy")])
+        sentence = (
+            f"**{NAMES[regime]} · {model}** ({SCORE_LABELS[regime]} on test, {first.seeds} seeds, "
+            f"margin ±{first.margin:g}): " + "; ".join(verdict_phrase(r) for r in g.itertuples()) + "."
+        )
+        greedy = by_method(
+            verdicts[(verdicts.regime == regime) & (verdicts.model == model) & (verdicts.metric == "greedy_accuracy")]
+        )
         if len(greedy):
-            sentence += (f" Greedy accuracy (margin ±{greedy.margin.iloc[0]:g}): "
-                         + ", ".join(f"{method_label(r.method)} {r.verdict} ({r.gap:+.3f})"
-                                     for r in greedy.itertuples()) + ".")
-        sentence += (stability_note(g) + edge_note(g) + collapse_note(judged, regime, model)
-                     + (plateau_note(plateau, model) if regime == "rl" else ""))
+            sentence += (
+                f" Greedy accuracy (margin ±{greedy.margin.iloc[0]:g}): "
+                + ", ".join(f"{method_label(r.method)} {r.verdict} ({r.gap:+.3f})" for r in greedy.itertuples())
+                + "."
+            )
+        sentence += (
+            stability_note(g)
+            + edge_note(g)
+            + collapse_note(judged, regime, model)
+            + (plateau_note(plateau, model) if regime == "rl" else "")
+        )
         out.append(sentence)
     return out
 
@@ -380,33 +549,44 @@ def sft_arm_note(info: pd.DataFrame) -> str:
         text = f"{model}: FullFT stored {stored:,.0f} bits ({stored / table_bits:.0%})"
         if len(r1):
             stored = r1.bits_stored.iloc[0]
-            text += (f", rank 1 {stored:,.0f} bits (the table is {table_bits / stored:.1f}x that)" if stored > 0
-                     else ", rank 1 none of it")
+            text += (
+                f", rank 1 {stored:,.0f} bits (the table is {table_bits / stored:.1f}x that)"
+                if stored > 0
+                else ", rank 1 none of it"
+            )
         parts.append(text)
-    return (f"SFT arm: the table holds {table_bits:,.0f} bits. Each method at its best lr, mean over seeds; bits "
-            "stored = table bits minus the final total train NLL in bits. " + "; ".join(parts) + ". The arm can "
-            "show a shortfall only where FullFT stores most of the table.")
+    return (
+        f"SFT arm: the table holds {table_bits:,.0f} bits. Each method at its best lr, mean over seeds; bits "
+        "stored = table bits minus the final total train NLL in bits. " + "; ".join(parts) + ". The arm can "
+        "show a shortfall only where FullFT stores most of the table."
+    )
 
 
 def score_words(cfg: StudyConfig) -> str:
     """How a run's score is made, as the config fixed it before the run."""
     if cfg.analysis.score == "final":
         return "its final weights' (analysis.score: final)"
-    return ("the mean over its late checkpoints at " + ", ".join(f"{f:g}" for f in cfg.evaluate.at)
-            + " of its steps (analysis.score: tail); the verdict at each checkpoint is in the figure above and in "
-            "`stable` / `by_step` below")
+    return (
+        "the mean over its late checkpoints at "
+        + ", ".join(f"{f:g}" for f in cfg.evaluate.at)
+        + " of its steps (analysis.score: tail); the verdict at each checkpoint is in the figure above and in "
+        "`stable` / `by_step` below"
+    )
 
 
 def seed_words(cfg: StudyConfig) -> str:
     """Which seeds chose the learning rates and which judged the verdicts."""
     sweep = f"The learning rates were chosen on val over the sweep's seeds {cfg.seeds}"
     confirmed = cfg.confirmed_regimes()
-    judged = "; ".join(f"{NAMES[g]} verdicts are judged on the fresh confirmation seeds {cfg.confirmation.seeds[g]}"
-                       for g in confirmed)
+    judged = "; ".join(
+        f"{NAMES[g]} verdicts are judged on the fresh confirmation seeds {cfg.confirmation.seeds[g]}" for g in confirmed
+    )
     rest = [NAMES[g] for g in cfg.regimes if g not in confirmed]
     if rest:
-        judged += ("; " if judged else "") + (f"{' and '.join(rest)} verdicts on those same seeds (no confirmation "
-                                              "runs: the seeds that chose the lr also judge it)")
+        judged += ("; " if judged else "") + (
+            f"{' and '.join(rest)} verdicts on those same seeds (no confirmation "
+            "runs: the seeds that chose the lr also judge it)"
+        )
     return f"{sweep}; {judged}."
 
 
@@ -438,6 +618,7 @@ def headline(a: Path) -> list[str]:
 
 def tables(at: Layout) -> dict:
     """The analysis tables the report reads, by name (build_sections' arguments)."""
+
     def t(name: str) -> pd.DataFrame:
         return read_table(at.table(name))
 
@@ -482,80 +663,152 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         tmp.write_text(to_html(cfg, sections))
 
 
-def build_sections(cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates,
-                   layer_table, judged) -> list[tuple[str, list]]:
+def build_sections(
+    cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates, layer_table, judged
+) -> list[tuple[str, list]]:
     """(heading, blocks); a block is a str paragraph, a DataFrame, or ("figure", file)."""
     rollouts = []
     for model in cfg.models:
         s = read_json(at.rollouts(model) / "summary.json")
         base = read_json(at.model(model) / "rankone.json")
-        rollouts.append({"model": model, "parameters": base["parameters"],
-                         "base pass@1 (pretrain check)": base.get("base_pass_at_1"),
-                         "train pass@1": s["train"]["pass_at_1"], "val pass@1": s["val"]["pass_at_1"],
-                         f"val pass@{s['samples_per_prompt']}": s["val"][f"pass_at_{s['samples_per_prompt']}"],
-                         "val zero-variance share": s["val"]["zero_variance_share"]})
-    show = ["regime", "model", "method", "metric", "lr", "lr_edge", "fullft_lr", "fullft_lr_edge", "gap", "ci_low",
-            "ci_high", "seeds", "margin", "verdict", "reason", "seeds_to_decide", "stable", "by_step",
-            "seeds_to_stable"]
+        rollouts.append(
+            {
+                "model": model,
+                "parameters": base["parameters"],
+                "base pass@1 (pretrain check)": base.get("base_pass_at_1"),
+                "train pass@1": s["train"]["pass_at_1"],
+                "val pass@1": s["val"]["pass_at_1"],
+                f"val pass@{s['samples_per_prompt']}": s["val"][f"pass_at_{s['samples_per_prompt']}"],
+                "val zero-variance share": s["val"]["zero_variance_share"],
+            }
+        )
+    show = [
+        "regime",
+        "model",
+        "method",
+        "metric",
+        "lr",
+        "lr_edge",
+        "fullft_lr",
+        "fullft_lr_edge",
+        "gap",
+        "ci_low",
+        "ci_high",
+        "seeds",
+        "margin",
+        "verdict",
+        "reason",
+        "seeds_to_decide",
+        "stable",
+        "by_step",
+        "seeds_to_stable",
+    ]
     diverged = runs[runs.status != "completed"][["regime", "model", "method", "lr", "seed", "status"]]
     git = git_state()
-    prov = pd.DataFrame([
-        {"item": "config digest", "value": cfg.digest()},
-        {"item": "git commit", "value": f"{git['commit']}{' (dirty)' if git['dirty'] else ''}"},
-        {"item": "generated", "value": time.strftime("%Y-%m-%d %H:%M:%S %Z")},
-        *({"item": k, "value": v} for k, v in package_versions().items()),
-    ])
+    prov = pd.DataFrame(
+        [
+            {"item": "config digest", "value": cfg.digest()},
+            {"item": "git commit", "value": f"{git['commit']}{' (dirty)' if git['dirty'] else ''}"},
+            {"item": "generated", "value": time.strftime("%Y-%m-%d %H:%M:%S %Z")},
+            *({"item": k, "value": v} for k, v in package_versions().items()),
+        ]
+    )
     has_sft_bits = "sft_dataset_bits" in info and info.sft_dataset_bits.notna().any()
     sft_bits = info.sft_dataset_bits.dropna().iloc[0] if has_sft_bits else math.nan
     return [
-        (SECTIONS["answer"], [
-            ("figure", "forest.png"), *findings(verdicts, plateau, judged), ("figure", "trajectory.png"),
-            f"Gap = method's test score minus FullFT's, each at its own best learning rate chosen on val, paired by "
-            f"seed; {cfg.analysis.confidence:.0%} t interval over seeds. A run's score: {score_words(cfg)}. "
-            f"{seed_words(cfg)} Equivalence margins fixed in the config "
-            "before the run: parity only when the whole interval lies inside ±margin; worse or better when it "
-            "excludes 0; otherwise inconclusive, with the reason and, when underpowered, the seeds that would decide.",
-        ]),
-        ("Verdicts", [_round(verdicts[show]) if len(verdicts) else "No LoRA-vs-FullFT pairs.",
-                      *([_round(plateau)] if len(plateau) else [])]),
+        (
+            SECTIONS["answer"],
+            [
+                ("figure", "forest.png"),
+                *findings(verdicts, plateau, judged),
+                ("figure", "trajectory.png"),
+                "Gap = method's test score minus FullFT's, each at its own best learning rate chosen on val, paired "
+                "by "
+                f"seed; {cfg.analysis.confidence:.0%} t interval over seeds. A run's score: {score_words(cfg)}. "
+                f"{seed_words(cfg)} Equivalence margins fixed in the config "
+                "before the run: parity only when the whole interval lies inside ±margin; worse or better when it "
+                "excludes 0; otherwise inconclusive, with the reason and, when underpowered, the seeds that would "
+                "decide.",
+            ],
+        ),
+        (
+            "Verdicts",
+            [
+                _round(verdicts[show]) if len(verdicts) else "No LoRA-vs-FullFT pairs.",
+                *([_round(plateau)] if len(plateau) else []),
+            ],
+        ),
         (SECTIONS["rl_curves"], [("figure", "rl_curves.png")]),
         (SECTIONS["lr_sweep"], [("figure", "lr_sweep.png"), _round(best)]),
-        (SECTIONS["lr_rank"], [
-            "Best lr per rank (on val), its ratio to FullFT's best (the original fits found ~10x), and the spread "
-            "of LoRA's best lrs across ranks in decades. Early curves: the largest gap between the ranks' mean "
-            f"curves over the first {cfg.analysis.early_steps} steps at each lr all ranks ran.",
-            ("figure", "lr_vs_rank.png"), _round(lr_rank), _round(early),
-        ]),
-        (SECTIONS["updates"], [
-            "delta = after - before for every weight, FullFT at its best lr. Shares changed: exactly, beyond "
-            "atol 1e-5 in fp32, and after a bf16 cast. Rank per matrix by torch.linalg.matrix_rank (fp32); "
-            "effective rank = exp(entropy of normalised singular values). Overlap: Jaccard of the changed sets "
-            "(atol) across seeds against independent sets of the same densities.",
-            ("figure", "updates.png"), updates["shares"].round(4), updates["overlap"].round(4),
-            _matrix_summary(updates["matrices"]),
-        ]),
+        (
+            SECTIONS["lr_rank"],
+            [
+                "Best lr per rank (on val), its ratio to FullFT's best (the original fits found ~10x), and the spread "
+                "of LoRA's best lrs across ranks in decades. Early curves: the largest gap between the ranks' mean "
+                f"curves over the first {cfg.analysis.early_steps} steps at each lr all ranks ran.",
+                ("figure", "lr_vs_rank.png"),
+                _round(lr_rank),
+                _round(early),
+            ],
+        ),
+        (
+            SECTIONS["updates"],
+            [
+                "delta = after - before for every weight, FullFT at its best lr. Shares changed: exactly, beyond "
+                "atol 1e-5 in fp32, and after a bf16 cast. Rank per matrix by torch.linalg.matrix_rank (fp32); "
+                "effective rank = exp(entropy of normalised singular values). Overlap: Jaccard of the changed sets "
+                "(atol) across seeds against independent sets of the same densities.",
+                ("figure", "updates.png"),
+                updates["shares"].round(4),
+                updates["overlap"].round(4),
+                _matrix_summary(updates["matrices"]),
+            ],
+        ),
         *([("Which layers", [*layer_findings(layer_table), _round(layer_table)])] if len(layer_table) else []),
         (SECTIONS["sft_curves"], [("figure", "sft_curves.png")]),
-        (SECTIONS["information"], [
-            f"SFT dataset: {sft_bits:,.0f} bits. Capacity line: {cfg.analysis.bits_per_param:g} bits per trainable "
-            "parameter (Allen-Zhu & Li). RL bound: cumulative sum over groups of group size × reward entropy.",
-            sft_arm_note(info), ("figure", "information.png"), ("figure", "rl_bits.png"), info.round(1),
-        ]),
+        (
+            SECTIONS["information"],
+            [
+                f"SFT dataset: {sft_bits:,.0f} bits. Capacity line: {cfg.analysis.bits_per_param:g} bits per trainable "
+                "parameter (Allen-Zhu & Li). RL bound: cumulative sum over groups of group size × reward entropy.",
+                sft_arm_note(info),
+                ("figure", "information.png"),
+                ("figure", "rl_bits.png"),
+                info.round(1),
+            ],
+        ),
         *capacity_section(cfg, at),
         *truncation_section(cfg, at),
         *levers_section(cfg, at),
-        ("Base policy", [
-            "Pass@1 of each base model on RL train prompts it never saw (the warm-start reads only the task's "
-            "warm-up split). The protocol asks for 5-60%: below, RL sees almost no reward variance; above, little "
-            "is left to learn. " + "; ".join(
-                f"{r['model']}: {r['base pass@1 (pretrain check)']:.0%}"
-                + ("" if 0.05 <= r["base pass@1 (pretrain check)"] <= 0.6 else " (outside 5-60%)")
-                for r in rollouts if r["base pass@1 (pretrain check)"] is not None) + ".",
-            pd.DataFrame(rollouts).round(3)]),
-        ("Runs", [f"{len(runs)} sweep runs, {len(diverged)} not completed."
-                  + (f" The verdicts were judged on {len(judged)} runs (confirmation runs where a regime has them)."
-                     if len(judged) else ""),
-                  *( [diverged] if len(diverged) else [] ), *format_collapse_note(cfg, runs)]),
+        (
+            "Base policy",
+            [
+                "Pass@1 of each base model on RL train prompts it never saw (the warm-start reads only the task's "
+                "warm-up split). The protocol asks for 5-60%: below, RL sees almost no reward variance; above, little "
+                "is left to learn. "
+                + "; ".join(
+                    f"{r['model']}: {r['base pass@1 (pretrain check)']:.0%}"
+                    + ("" if 0.05 <= r["base pass@1 (pretrain check)"] <= 0.6 else " (outside 5-60%)")
+                    for r in rollouts
+                    if r["base pass@1 (pretrain check)"] is not None
+                )
+                + ".",
+                pd.DataFrame(rollouts).round(3),
+            ],
+        ),
+        (
+            "Runs",
+            [
+                f"{len(runs)} sweep runs, {len(diverged)} not completed."
+                + (
+                    f" The verdicts were judged on {len(judged)} runs (confirmation runs where a regime has them)."
+                    if len(judged)
+                    else ""
+                ),
+                *([diverged] if len(diverged) else []),
+                *format_collapse_note(cfg, runs),
+            ],
+        ),
         ("Provenance", [prov]),
     ]
 
@@ -570,10 +823,15 @@ def _round(table: pd.DataFrame) -> pd.DataFrame:
 def _matrix_summary(matrices: pd.DataFrame) -> pd.DataFrame:
     if not len(matrices):
         return matrices
-    m = matrices.assign(rank_over_full=matrices["rank"] / matrices.full_rank,
-                        effective_over_full=matrices.effective_rank / matrices.full_rank)
-    return m.groupby(["regime", "model"], as_index=False)[
-        ["rank_over_full", "effective_over_full", "share_atol"]].mean().round(4)
+    m = matrices.assign(
+        rank_over_full=matrices["rank"] / matrices.full_rank,
+        effective_over_full=matrices.effective_rank / matrices.full_rank,
+    )
+    return (
+        m.groupby(["regime", "model"], as_index=False)[["rank_over_full", "effective_over_full", "share_atol"]]
+        .mean()
+        .round(4)
+    )
 
 
 def to_markdown(cfg: StudyConfig, sections) -> str:

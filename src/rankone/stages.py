@@ -17,8 +17,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
-COMMON = ("__init__.py", "__main__.py", "cli.py", "config.py", "device.py", "gpus.py", "io.py", "launcher.py",
-          "outputs.py", "paths.py", "presets.py", "stages.py", "tasks")
+COMMON = (
+    "__init__.py",
+    "__main__.py",
+    "cli.py",
+    "config.py",
+    "device.py",
+    "gpus.py",
+    "io.py",
+    "launcher.py",
+    "outputs.py",
+    "paths.py",
+    "presets.py",
+    "stages.py",
+    "tasks",
+)
 
 
 @dataclass(frozen=True)
@@ -32,39 +45,102 @@ class Stage:
 STAGES: dict[str, Stage] = {
     "data": Stage(("data.py",), ("seed", "tasks.{regime}")),
     # The warm-start reads both tasks' warm-up splits and samples RL answers to record base pass@1.
-    "models": Stage(("models",), ("seed", "threads", "cpu_kernels", "dtype", "local_models", "architecture",
-                                  "pretrain", "tasks", "rollout.max_new_tokens"), ("data",)),
-    "rollouts": Stage(("data.py", "models", "rollouts"),
-                      ("seed", "threads", "cpu_kernels", "device", "dtype", "rollout", "tasks.rl"), ("data", "models")),
-    "train": Stage(("data.py", "models", "rollouts", "train", "info.py"),
-                   ("threads", "cpu_kernels", "device", "dtype", "gradient_checkpointing", "{regime}", "lora",
-                    "tasks.{regime}", "evaluate.at"),  # training saves the weights at the checkpoints evaluate scores
-                   ("data", "models"),
-                   per_regime={"rl": ("rollout.engine", "rollout.temperature", "rollout.max_new_tokens",
-                                      "rollout.enforce_eager")}),
+    "models": Stage(
+        ("models",),
+        (
+            "seed",
+            "threads",
+            "cpu_kernels",
+            "dtype",
+            "local_models",
+            "architecture",
+            "pretrain",
+            "tasks",
+            "rollout.max_new_tokens",
+        ),
+        ("data",),
+    ),
+    "rollouts": Stage(
+        ("data.py", "models", "rollouts"),
+        ("seed", "threads", "cpu_kernels", "device", "dtype", "rollout", "tasks.rl"),
+        ("data", "models"),
+    ),
+    "train": Stage(
+        ("data.py", "models", "rollouts", "train", "info.py"),
+        (
+            "threads",
+            "cpu_kernels",
+            "device",
+            "dtype",
+            "gradient_checkpointing",
+            "{regime}",
+            "lora",
+            "tasks.{regime}",
+            "evaluate.at",
+        ),  # training saves the weights at the checkpoints evaluate scores
+        ("data", "models"),
+        per_regime={"rl": ("rollout.engine", "rollout.temperature", "rollout.max_new_tokens", "rollout.enforce_eager")},
+    ),
     # Samples through the configured rollout engine.
-    "evaluate": Stage(("data.py", "models", "rollouts", "evaluate.py", "info.py"),
-                      ("threads", "cpu_kernels", "device", "dtype", "evaluate", "rollout.engine",
-                       "rollout.enforce_eager", "rollout.max_new_tokens", "tasks.{regime}"),
-                      ("data", "models", "train")),
+    "evaluate": Stage(
+        ("data.py", "models", "rollouts", "evaluate.py", "info.py"),
+        (
+            "threads",
+            "cpu_kernels",
+            "device",
+            "dtype",
+            "evaluate",
+            "rollout.engine",
+            "rollout.enforce_eager",
+            "rollout.max_new_tokens",
+            "tasks.{regime}",
+        ),
+        ("data", "models", "train"),
+    ),
     # Chooses each method's lr on the sweep's val scores: the confirmation runs' lrs.
     "select": Stage(("analysis.py", "info.py"), ("analysis",), ("train", "evaluate")),
     "analysis": Stage(("analysis.py", "info.py"), ("analysis", "confirmation"), ("select", "train", "evaluate")),
     "updates": Stage(("updates.py",), (), ("analysis", "models", "train")),
-    "truncation": Stage(("truncation.py", "updates.py", "evaluate.py", "analysis.py", "models", "rollouts", "data.py",
-                         "info.py"),
-                        ("threads", "cpu_kernels", "device", "dtype", "evaluate", "rollout.max_new_tokens", "tasks.rl",
-                         "analysis", "truncation"),
-                        ("data", "models", "train", "analysis")),
-    "capacity": Stage(("capacity.py", "analysis.py", "info.py"), ("analysis", "capacity"),
-                      ("analysis", "train", "evaluate")),
+    "truncation": Stage(
+        ("truncation.py", "updates.py", "evaluate.py", "analysis.py", "models", "rollouts", "data.py", "info.py"),
+        (
+            "threads",
+            "cpu_kernels",
+            "device",
+            "dtype",
+            "evaluate",
+            "rollout.max_new_tokens",
+            "tasks.rl",
+            "analysis",
+            "truncation",
+        ),
+        ("data", "models", "train", "analysis"),
+    ),
+    "capacity": Stage(
+        ("capacity.py", "analysis.py", "info.py"), ("analysis", "capacity"), ("analysis", "train", "evaluate")
+    ),
     # Scores each chosen run's pass@k itself (evaluate's scorer) and reads each lever's runs.
-    "levers": Stage(("levers.py", "analysis.py", "evaluate.py", "models", "rollouts", "data.py", "info.py"),
-                    ("threads", "cpu_kernels", "device", "dtype", "evaluate", "rollout.max_new_tokens", "tasks.rl",
-                     "rl", "analysis", "levers"),
-                    ("data", "models", "train", "evaluate", "analysis")),
-    "report": Stage(("report.py", "figures.py", "render.py"), ("analysis", "capacity", "truncation", "levers"),
-                    ("analysis", "updates", "capacity", "truncation", "levers", "rollouts", "models")),
+    "levers": Stage(
+        ("levers.py", "analysis.py", "evaluate.py", "models", "rollouts", "data.py", "info.py"),
+        (
+            "threads",
+            "cpu_kernels",
+            "device",
+            "dtype",
+            "evaluate",
+            "rollout.max_new_tokens",
+            "tasks.rl",
+            "rl",
+            "analysis",
+            "levers",
+        ),
+        ("data", "models", "train", "evaluate", "analysis"),
+    ),
+    "report": Stage(
+        ("report.py", "figures.py", "render.py"),
+        ("analysis", "capacity", "truncation", "levers"),
+        ("analysis", "updates", "capacity", "truncation", "levers", "rollouts", "models"),
+    ),
 }
 
 

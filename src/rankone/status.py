@@ -82,5 +82,7 @@ def table(statuses: list[RunStatus]) -> list[dict]:
     for s in statuses:
         key = (s.sub_study or "study", s.run.regime, s.run.model, s.run.method)
         rows.setdefault(key, Counter())[s.state] += 1
-    return [{"part": k[0], "regime": k[1], "model": k[2], "method": k[3],
-             **{state: c.get(state, 0) for state in STATES}} for k, c in rows.items()]
+    return [
+        {"part": k[0], "regime": k[1], "model": k[2], "method": k[3], **{state: c.get(state, 0) for state in STATES}}
+        for k, c in rows.items()
+    ]

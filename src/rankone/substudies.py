@@ -63,7 +63,8 @@ def of(cfg: StudyConfig) -> list[SubStudy]:
     """The study's capacity and lever sub-studies, in a stable order (the confirmation runs are
     counted with the study's own, rankone.status)."""
     return [SubStudy("capacity", str(n)) for n in (cfg.capacity.n_facts if cfg.capacity else [])] + [
-        SubStudy("lever", name) for name in (cfg.levers.variants if cfg.levers else {})]
+        SubStudy("lever", name) for name in (cfg.levers.variants if cfg.levers else {})
+    ]
 
 
 def from_wildcards(wildcards: Mapping[str, str]) -> SubStudy | None:

@@ -120,25 +120,39 @@ def score_runs(cfg: StudyConfig, at: Layout, model_name: str, runs: list[RunId],
         results = {k: scored(cut.weights(k), run.seed) for k in ks}
         results[full_rank] = scored(trained, run.seed)
         for k, s in sorted(results.items()):
-            out.append({
-                "model": run.model, "lr": run.lr, "seed": run.seed, "k": k, "full": k == full_rank,
-                "energy_kept": 1.0 if k == full_rank else cut.energy_kept(k),
-                "mean_reward": s["mean_reward"], "greedy_accuracy": s["greedy_accuracy"],
-                "base_mean_reward": b["mean_reward"], "base_greedy_accuracy": b["greedy_accuracy"],
-                "full_mean_reward": results[full_rank]["mean_reward"],
-                "full_greedy_accuracy": results[full_rank]["greedy_accuracy"],
-            })
-        log.info("%s: kept reward share by k %s", run.path,
-                 {k: round(gain_kept(s["mean_reward"], b["mean_reward"], results[full_rank]["mean_reward"]), 3)
-                  for k, s in sorted(results.items())})
+            out.append(
+                {
+                    "model": run.model,
+                    "lr": run.lr,
+                    "seed": run.seed,
+                    "k": k,
+                    "full": k == full_rank,
+                    "energy_kept": 1.0 if k == full_rank else cut.energy_kept(k),
+                    "mean_reward": s["mean_reward"],
+                    "greedy_accuracy": s["greedy_accuracy"],
+                    "base_mean_reward": b["mean_reward"],
+                    "base_greedy_accuracy": b["greedy_accuracy"],
+                    "full_mean_reward": results[full_rank]["mean_reward"],
+                    "full_greedy_accuracy": results[full_rank]["greedy_accuracy"],
+                }
+            )
+        log.info(
+            "%s: kept reward share by k %s",
+            run.path,
+            {
+                k: round(gain_kept(s["mean_reward"], b["mean_reward"], results[full_rank]["mean_reward"]), 3)
+                for k, s in sorted(results.items())
+            },
+        )
     return out
 
 
 def table(rows: list[dict], best: pd.DataFrame) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     for metric in ("mean_reward", "greedy_accuracy"):
-        df[f"kept_{metric}"] = [gain_kept(s, b, f) for s, b, f in
-                                zip(df[metric], df[f"base_{metric}"], df[f"full_{metric}"])]
+        df[f"kept_{metric}"] = [
+            gain_kept(s, b, f) for s, b, f in zip(df[metric], df[f"base_{metric}"], df[f"full_{metric}"])
+        ]
     chosen = best[(best.regime == "rl") & (best.method == "fullft")][["model", "lr"]]
     marks = {(m, float(lr)) for m, lr in chosen.itertuples(index=False)}
     df["best_lr"] = [(m, float(lr)) in marks for m, lr in zip(df.model, df.lr)]
@@ -152,9 +166,19 @@ def summary(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
         for metric in ("mean_reward", "greedy_accuracy"):
             values = [v for v in g[f"kept_{metric}"] if math.isfinite(v)]
             mean, low, high = interval(values, confidence) if values else (math.nan,) * 3
-            rows.append({"model": model, "k": k, "metric": metric, "seeds": len(values), "kept": mean,
-                         "low": low, "high": high, "gain": float((g[f"full_{metric}"] - g[f"base_{metric}"]).mean()),
-                         "energy_kept": float(g.energy_kept.mean())})
+            rows.append(
+                {
+                    "model": model,
+                    "k": k,
+                    "metric": metric,
+                    "seeds": len(values),
+                    "kept": mean,
+                    "low": low,
+                    "high": high,
+                    "gain": float((g[f"full_{metric}"] - g[f"base_{metric}"]).mean()),
+                    "energy_kept": float(g.energy_kept.mean()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -167,6 +191,10 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         rows += score_runs(cfg, at, model, runs, cfg.truncation.ranks)
     df = table(rows, best)
     at.write_tables({"truncation.csv": df, "truncation_summary.csv": summary(df, cfg.analysis.confidence)})
-    write_json(at.table("truncation.json"),
-               {"runs": len(df.groupby(["model", "lr", "seed"])), "provenance": provenance(cfg, "truncation", None,
-                                                                                            started, "rl")})
+    write_json(
+        at.table("truncation.json"),
+        {
+            "runs": len(df.groupby(["model", "lr", "seed"])),
+            "provenance": provenance(cfg, "truncation", None, started, "rl"),
+        },
+    )

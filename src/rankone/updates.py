@@ -102,18 +102,50 @@ def run(cfg: StudyConfig, at: Layout) -> None:
             run_masks.append(changed["atol"].flatten())
             delta = after[name] - before
             if delta.ndim == 2 and "embed" not in name and "lm_head" not in name:
-                matrices.append({"regime": r.regime, "model": r.model, "seed": r.seed, "matrix": name,
-                                 "shape": "x".join(map(str, delta.shape)), **matrix_stats(delta),
-                                 "share_atol": float(changed["atol"].sum()) / before.numel()})
+                matrices.append(
+                    {
+                        "regime": r.regime,
+                        "model": r.model,
+                        "seed": r.seed,
+                        "matrix": name,
+                        "shape": "x".join(map(str, delta.shape)),
+                        **matrix_stats(delta),
+                        "share_atol": float(changed["atol"].sum()) / before.numel(),
+                    }
+                )
         masks[(r.regime, r.model, r.seed)] = torch.cat(run_masks)
-        shares.append({"regime": r.regime, "model": r.model, "seed": r.seed, "lr": r.lr, "parameters": n_params,
-                       **{f"share_changed_{k}": v / n_params for k, v in totals.items()}})
+        shares.append(
+            {
+                "regime": r.regime,
+                "model": r.model,
+                "seed": r.seed,
+                "lr": r.lr,
+                "parameters": n_params,
+                **{f"share_changed_{k}": v / n_params for k, v in totals.items()},
+            }
+        )
     overlaps = []
     for (regime, model), _ in itertools.groupby(sorted(masks), key=lambda k: k[:2]):
         seeds = sorted(s for (g, m, s) in masks if (g, m) == (regime, model))
         for a, b in itertools.combinations(seeds, 2):
             observed, chance = jaccard(masks[(regime, model, a)], masks[(regime, model, b)])
-            overlaps.append({"regime": regime, "model": model, "seed_a": a, "seed_b": b,
-                             "jaccard": observed, "jaccard_chance": chance})
-    at.write_tables({name: pd.DataFrame(rows) for name, rows in (
-        ("update_shares.csv", shares), ("update_matrices.csv", matrices), ("update_overlap.csv", overlaps))})
+            overlaps.append(
+                {
+                    "regime": regime,
+                    "model": model,
+                    "seed_a": a,
+                    "seed_b": b,
+                    "jaccard": observed,
+                    "jaccard_chance": chance,
+                }
+            )
+    at.write_tables(
+        {
+            name: pd.DataFrame(rows)
+            for name, rows in (
+                ("update_shares.csv", shares),
+                ("update_matrices.csv", matrices),
+                ("update_overlap.csv", overlaps),
+            )
+        }
+    )

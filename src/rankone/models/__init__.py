@@ -3,5 +3,14 @@
 from rankone.models.tokenizer import build_tokenizer
 from rankone.presets import PRESETS, SCALING_SHAPES, GgufPreset, HubPreset, LocalPreset, Shape, TinyPreset, preset
 
-__all__ = ["PRESETS", "SCALING_SHAPES", "Shape", "TinyPreset", "HubPreset", "GgufPreset", "LocalPreset", "preset",
-           "build_tokenizer"]
+__all__ = [
+    "PRESETS",
+    "SCALING_SHAPES",
+    "Shape",
+    "TinyPreset",
+    "HubPreset",
+    "GgufPreset",
+    "LocalPreset",
+    "preset",
+    "build_tokenizer",
+]

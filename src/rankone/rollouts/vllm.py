@@ -67,8 +67,19 @@ def cache_size(config, sequences: int = 32, longest: int = 512) -> tuple[int, in
 class VLLMEngine:
     name = "vllm"
 
-    def __init__(self, model, tokenizer, temperature: float, max_new_tokens: int, model_dir: str | Path,
-                 rank: int | None, seed: int, dtype: str = "float32", options=None, processes: int = 1):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        temperature: float,
+        max_new_tokens: int,
+        model_dir: str | Path,
+        rank: int | None,
+        seed: int,
+        dtype: str = "float32",
+        options=None,
+        processes: int = 1,
+    ):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
 
@@ -83,8 +94,10 @@ class VLLMEngine:
             lora = {"enable_lora": True, "max_loras": 1, "max_lora_rank": min(r for r in LORA_RANKS if r >= rank)}
         max_model_len, kv_bytes = cache_size(model.config, longest=512 + max_new_tokens)
         if self.cuda:  # a share of the GPU, the rest left to the learner; asleep during updates
-            memory = {"gpu_memory_utilization": options.gpu_memory_utilization if options else 0.3,
-                      "enable_sleep_mode": True}
+            memory = {
+                "gpu_memory_utilization": options.gpu_memory_utilization if options else 0.3,
+                "enable_sleep_mode": True,
+            }
         else:
             memory = {"kv_cache_memory_bytes": kv_bytes}  # sized to the model, not a share of RAM
         if processes > 1:  # one engine in each process of a torchrun group (FSDP), each sampling its own prompts
@@ -142,18 +155,22 @@ class VLLMEngine:
         self._wake()
         prompt_ids_B_L, prompt_mask_B_L = encode_prompts(self.tokenizer, prompts)
         seed = int(torch.randint(0, 2**30, ()))
-        params = [SamplingParams(
-            n=n,
-            temperature=0.0 if greedy else self.temperature,
-            top_k=0,
-            top_p=1.0,
-            max_tokens=self.max_new_tokens,
-            logprobs=0,
-            seed=None if greedy else seed + (first + i) * n,
-            skip_special_tokens=True,
-        ) for i in range(len(prompts))]
-        requests = [{"prompt_token_ids": ids[mask.bool()].tolist()}
-                    for ids, mask in zip(prompt_ids_B_L, prompt_mask_B_L)]
+        params = [
+            SamplingParams(
+                n=n,
+                temperature=0.0 if greedy else self.temperature,
+                top_k=0,
+                top_p=1.0,
+                max_tokens=self.max_new_tokens,
+                logprobs=0,
+                seed=None if greedy else seed + (first + i) * n,
+                skip_special_tokens=True,
+            )
+            for i in range(len(prompts))
+        ]
+        requests = [
+            {"prompt_token_ids": ids[mask.bool()].tolist()} for ids, mask in zip(prompt_ids_B_L, prompt_mask_B_L)
+        ]
         outputs = self.llm.generate(requests, params, lora_request=self.lora_request, use_tqdm=False)
         rows, logprobs, reasons = [], [], []
         for request in outputs:

@@ -50,8 +50,10 @@ class Task:
         for split, rows in splits.items():
             for i, row in enumerate(rows):
                 if cls.reward(row["answer"], row["answer"]) != 1.0:
-                    raise InputError(f"task {cls.name!r}, {split} row {i} (prompt {row['prompt'][:60]!r}): the answer "
-                                     f"checker cannot parse the reference answer {row['answer']!r}")
+                    raise InputError(
+                        f"task {cls.name!r}, {split} row {i} (prompt {row['prompt'][:60]!r}): the answer "
+                        f"checker cannot parse the reference answer {row['answer']!r}"
+                    )
 
     @classmethod
     def corpus(cls, rows: list[dict], corruption: float, n: int, seed: int) -> list[tuple[str, str]]:

@@ -40,14 +40,18 @@ def calibration(completions: list[str], correct: list[float]) -> dict:
     """Brier score (mean of `brier_terms`), expected calibration error over the completions that
     state a confidence (one bin per level: sum over levels of share x |accuracy - p|) and the share
     that state one."""
-    stated = [(p, float(y > 0)) for text, y in zip(completions, correct)
-              if (p := split_confidence(text)[1]) is not None]
+    stated = [
+        (p, float(y > 0)) for text, y in zip(completions, correct) if (p := split_confidence(text)[1]) is not None
+    ]
     bins: dict[float, list[float]] = {}
     for p, y in stated:
         bins.setdefault(p, []).append(y)
     ece = sum(len(ys) * abs(sum(ys) / len(ys) - p) for p, ys in bins.items()) / len(stated) if stated else 1.0
-    return {"brier": sum(brier_terms(completions, correct)) / len(completions), "ece": ece,
-            "confidence_stated": len(stated) / len(completions)}
+    return {
+        "brier": sum(brier_terms(completions, correct)) / len(completions),
+        "ece": ece,
+        "confidence_stated": len(stated) / len(completions),
+    }
 
 
 @functools.cache

@@ -58,8 +58,10 @@ class Facts(Task):
                     keys.add(key)
                     ordered.append(key)
             symbols = string.digits[: params.alphabet]
-            return [{"prompt": f"{key}:", "answer": "".join(rng.choice(symbols) for _ in range(params.digits))}
-                    for key in ordered]
+            return [
+                {"prompt": f"{key}:", "answer": "".join(rng.choice(symbols) for _ in range(params.digits))}
+                for key in ordered
+            ]
 
         rows = table()
         probes = rows[:]

@@ -36,8 +36,10 @@ class GSM8KParams(HubParams):
 class MATHParams(HubParams):
     path: str = "EleutherAI/hendrycks_math"
     name: str | list[str] | None = Field(
-        "algebra", description="Subject, or a list of subjects: algebra, counting_and_probability, geometry, "
-        "intermediate_algebra, number_theory, prealgebra, precalculus.")
+        "algebra",
+        description="Subject, or a list of subjects: algebra, counting_and_probability, geometry, "
+        "intermediate_algebra, number_theory, prealgebra, precalculus.",
+    )
     revision: str = "21a5633873b6a120296cce3e2df9d5550074f4a3"
 
 
@@ -55,8 +57,10 @@ def load_split(params: HubParams, split: str) -> list[dict]:
             rows += datasets.load_dataset(params.path, name, split=split, revision=None if local else params.revision)
         except (ConnectionError, OSError, ValueError) as err:  # offline: ConnectionError / FileNotFoundError
             where = params.path if local else f"{params.path}@{params.revision}"
-            raise InputError(f"cannot load {where} ({name}, {split}) with datasets.load_dataset (no network?): "
-                             f"{str(err).splitlines()[0]}") from None
+            raise InputError(
+                f"cannot load {where} ({name}, {split}) with datasets.load_dataset (no network?): "
+                f"{str(err).splitlines()[0]}"
+            ) from None
     return rows
 
 
@@ -77,11 +81,17 @@ class HubTask(MathAnswerTask):
             random.Random(f"{cls.name}:{source}:{seed}").shuffle(rows)
             out[source] = rows
         if len(out["train"]) <= params.n_val or len(out["test"]) < params.n_test:
-            raise InputError(f"{params.path} has {len(out['train'])} train and {len(out['test'])} test rows; "
-                             f"n_val = {params.n_val} and n_test = {params.n_test} do not fit")
+            raise InputError(
+                f"{params.path} has {len(out['train'])} train and {len(out['test'])} test rows; "
+                f"n_val = {params.n_val} and n_test = {params.n_test} do not fit"
+            )
         end = params.n_val + params.n_train if params.n_train else None
-        return {"train": out["train"][params.n_val : end], "val": out["train"][: params.n_val],
-                "test": out["test"][: params.n_test], "warmup": []}
+        return {
+            "train": out["train"][params.n_val : end],
+            "val": out["train"][: params.n_val],
+            "test": out["test"][: params.n_test],
+            "warmup": [],
+        }
 
 
 class GSM8K(HubTask):

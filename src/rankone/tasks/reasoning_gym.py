@@ -58,9 +58,11 @@ class ReasoningGym(MathAnswerTask):
             if len(rows) == wanted:
                 break
         if len(rows) < wanted:
-            raise InputError(f"reasoning-gym {params.dataset!r} gave {len(rows)} distinct questions in "
-                             f"{4 * wanted} draws; the splits need {wanted} (make the generator's range wider or "
-                             "the splits smaller)")
+            raise InputError(
+                f"reasoning-gym {params.dataset!r} gave {len(rows)} distinct questions in "
+                f"{4 * wanted} draws; the splits need {wanted} (make the generator's range wider or "
+                "the splits smaller)"
+            )
         ordered, out, start = list(rows.values()), {}, 0
         for split, size in sizes.items():
             out[split], start = ordered[start : start + size], start + size

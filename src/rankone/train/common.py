@@ -34,8 +34,17 @@ from pathlib import Path
 import torch
 
 from rankone.config import RunId, StudyConfig, method_kind, tail_steps
-from rankone.io import (InputError, atomic_path, log, provenance, read_json, seed_everything, sha256_file, write_json,
-                        write_jsonl)
+from rankone.io import (
+    InputError,
+    atomic_path,
+    log,
+    provenance,
+    read_json,
+    seed_everything,
+    sha256_file,
+    write_json,
+    write_jsonl,
+)
 from rankone.device import autocast, resolve
 from rankone.models.load import load_base, make_policy, trainable_parameters
 from rankone.paths import SNAPSHOTS, snapshot
@@ -55,8 +64,10 @@ def progress(desc: str, total: int, initial: int, unit: str):
         with tqdm(disable=True) as bar:
             yield bar
         return
-    with tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True, leave=False) as bar, \
-            logging_redirect_tqdm():
+    with (
+        tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True, leave=False) as bar,
+        logging_redirect_tqdm(),
+    ):
         yield bar
 
 
@@ -83,8 +94,10 @@ class Run:
         group = Group.join(resolve(cfg.device))
         device = group.device
         if group.size > 1 and method_kind(run.method) != "fullft":
-            raise InputError(f"{run.path}: {group.size} processes, but only FullFT is sharded (FSDP); "
-                             "LoRA and TinyLoRA train on one device")
+            raise InputError(
+                f"{run.path}: {group.size} processes, but only FullFT is sharded (FSDP); "
+                "LoRA and TinyLoRA train on one device"
+            )
         # bf16: only a LoRA base, which never trains, is held in bf16; FullFT's weights (and TinyLoRA's
         # base, which it takes an SVD of) stay fp32 masters, and forwards run under autocast (compute()).
         dtype = cfg.dtype if method_kind(run.method) == "lora" else "float32"
@@ -95,8 +108,15 @@ class Run:
         policy.train()
         # Constant learning rate, no warmup, no weight decay: as in the original runs.
         optimizer = torch.optim.Adam(cls._trainable(policy), lr=run.lr, foreach=True)
-        log.info("%s: %d trainable parameters on %s (%s weights, %s compute)%s", run.path, trainable_parameters(policy),
-                 device, dtype, cfg.dtype, f", FSDP over {group.size} processes" if group.size > 1 else "")
+        log.info(
+            "%s: %d trainable parameters on %s (%s weights, %s compute)%s",
+            run.path,
+            trainable_parameters(policy),
+            device,
+            dtype,
+            cfg.dtype,
+            f", FSDP over {group.size} processes" if group.size > 1 else "",
+        )
         ctx = cls(cfg, run, out_dir, Path(model_dir), policy, tokenizer, optimizer, device, group, started)
         ctx._resume()
         return ctx
@@ -120,8 +140,12 @@ class Run:
         base model it started from."""
         from rankone.stages import config_digest, source_digest
 
-        return {"run": self.run.path, "config": config_digest(self.cfg, "train", self.run.regime, lineage=True),
-                "code": source_digest("train"), "base_model": sha256_file(self.model_dir / "rankone.json")}
+        return {
+            "run": self.run.path,
+            "config": config_digest(self.cfg, "train", self.run.regime, lineage=True),
+            "code": source_digest("train"),
+            "base_model": sha256_file(self.model_dir / "rankone.json"),
+        }
 
     def _resume(self) -> None:
         for name in (CHECKPOINT, PREVIOUS):
@@ -131,8 +155,9 @@ class Run:
             try:
                 saved = read_json(folder / "state.json")
                 if saved["identity"] != self.identity():
-                    log.warning("%s: ignoring %s/: it was written for another config, code or base model",
-                                self.run.path, name)
+                    log.warning(
+                        "%s: ignoring %s/: it was written for another config, code or base model", self.run.path, name
+                    )
                     continue
                 processes = saved.get("processes", 1)
                 if processes == self.group.size:
@@ -141,15 +166,22 @@ class Run:
                 self.group.barrier()  # every process has read it (each reads the same files) before it moves
                 if self.group.main:
                     aside = _set_aside(folder)
-                    log.warning("%s: %s/ is unreadable (%s: %s); set aside as %s/", self.run.path, name,
-                                type(err).__name__, err, aside.name)
+                    log.warning(
+                        "%s: %s/ is unreadable (%s: %s); set aside as %s/",
+                        self.run.path,
+                        name,
+                        type(err).__name__,
+                        err,
+                        aside.name,
+                    )
                 self.group.barrier()
                 continue
             if processes != self.group.size:  # its shards' sums would run in another order: not this run
                 raise InputError(
                     f"{self.run.path}: {name}/ was written by {processes} process(es), but this run has "
                     f"{self.group.size}; resume it with --processes {processes} (or the gpu resource it had), or "
-                    f"delete {self.out_dir / name} to start over. Nothing was overwritten.")
+                    f"delete {self.out_dir / name} to start over. Nothing was overwritten."
+                )
             log.info("%s: resumed from step %d (%s/)", self.run.path, self.start_step, name)
             return
         if any(self.out_dir.glob("checkpoint*")):  # there were some, none usable
@@ -183,10 +215,17 @@ class Run:
         optim = self.group.optimizer_state(self.policy, self.optimizer)
         if not self.group.main:
             return
-        tensors = {f"{i}.{name}": value.contiguous() for i, slots in optim["state"].items()
-                   for name, value in slots.items()}
-        saved = {"identity": self.identity(), "processes": self.group.size, "param_groups": optim["param_groups"],
-                 "metrics": self.metrics, "timings": self.timings, "state": self.state}
+        tensors = {
+            f"{i}.{name}": value.contiguous() for i, slots in optim["state"].items() for name, value in slots.items()
+        }
+        saved = {
+            "identity": self.identity(),
+            "processes": self.group.size,
+            "param_groups": optim["param_groups"],
+            "metrics": self.metrics,
+            "timings": self.timings,
+            "state": self.state,
+        }
         tmp, current = self.out_dir / f".{CHECKPOINT}.new", self.out_dir / CHECKPOINT
         _remove_tree(tmp)
         tmp.mkdir(parents=True)

@@ -49,8 +49,15 @@ def launch(processes: int, argv: list[str]) -> int:
     os.environ["RANKONE_GPUS"] = "0"
     os.environ["RANKONE_PROCESSES"] = str(processes)  # what each process checks its group against
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=processes, rdzv_backend="c10d",
-                          rdzv_endpoint="localhost:0", run_id=str(uuid.uuid4()), max_restarts=0)
+    config = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=processes,
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        run_id=str(uuid.uuid4()),
+        max_restarts=0,
+    )
     log.info("launching %d processes: rankone %s", processes, " ".join(argv))
     try:
         elastic_launch(config, sys.executable)("-m", "rankone", *argv)
@@ -66,11 +73,15 @@ def check_world(devices: int | None) -> None:
     CUDA each process needs a GPU of its own."""
     world, local = int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
     if devices is not None and world != devices:
-        raise InputError(f"torchrun started {world} processes, but this job has {devices} device(s) (--processes, "
-                         "or the train rule's gpu resource as RANKONE_GPUS); start one process per device")
+        raise InputError(
+            f"torchrun started {world} processes, but this job has {devices} device(s) (--processes, "
+            "or the train rule's gpu resource as RANKONE_GPUS); start one process per device"
+        )
     if torch.cuda.is_available() and local > torch.cuda.device_count():
-        raise InputError(f"torchrun started {local} processes on this node, but it sees {torch.cuda.device_count()} "
-                         f"GPU(s) (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})")
+        raise InputError(
+            f"torchrun started {local} processes on this node, but it sees {torch.cuda.device_count()} "
+            f"GPU(s) (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})"
+        )
 
 
 @dataclass
@@ -120,8 +131,9 @@ class Group:
     def rows(self, n: int, what: str) -> slice:
         """This process's contiguous share of `n` rows; `n` must divide evenly."""
         if n % self.size:
-            raise InputError(f"{n} {what} do not divide evenly over {self.size} processes; "
-                             f"make them a multiple of {self.size}")
+            raise InputError(
+                f"{n} {what} do not divide evenly over {self.size} processes; make them a multiple of {self.size}"
+            )
         share = n // self.size
         return slice(self.rank * share, (self.rank + 1) * share)
 
@@ -194,14 +206,17 @@ class Group:
             return optimizer.state_dict()
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
-        full = get_optimizer_state_dict(policy, optimizer,
-                                        options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        full = get_optimizer_state_dict(
+            policy, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
         if not self.main:
             return {}
         names = [n for group in full["param_groups"] for n in group["params"]]
         index = {n: i for i, n in enumerate(names)}
-        return {"state": {index[n]: slots for n, slots in full["state"].items()},
-                "param_groups": _renumbered(full["param_groups"], list(range(len(names))))}
+        return {
+            "state": {index[n]: slots for n, slots in full["state"].items()},
+            "param_groups": _renumbered(full["param_groups"], list(range(len(names)))),
+        }
 
     def load(self, policy, optimizer, params: dict[str, torch.Tensor], optim: dict) -> None:
         """Apply unsharded trainable parameters and a one-process optimizer state dict (every
@@ -211,7 +226,10 @@ class Group:
             optimizer.load_state_dict(optim)
             return
         from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions, set_model_state_dict, set_optimizer_state_dict)
+            StateDictOptions,
+            set_model_state_dict,
+            set_optimizer_state_dict,
+        )
 
         options = StateDictOptions(full_state_dict=True, strict=False)
         names = [n for n, p in policy.named_parameters() if p.requires_grad]

@@ -68,8 +68,16 @@ def group_advantages(rewards_P_G: torch.Tensor, sign: str = "both") -> tuple[tor
     return advantages_P_G, keep_P
 
 
-def training_rewards(kind: str, task, texts: list[str], answers: list[str], seed: int, step: int,
-                     calibration_alpha: float = 0.0, correct: list[float] | None = None) -> torch.Tensor:
+def training_rewards(
+    kind: str,
+    task,
+    texts: list[str],
+    answers: list[str],
+    seed: int,
+    step: int,
+    calibration_alpha: float = 0.0,
+    correct: list[float] | None = None,
+) -> torch.Tensor:
     """The reward the trainer learns from: the task's checker, format only, or a seeded fair coin;
     with `calibration_alpha`, minus calibration_alpha x the Brier term of the stated confidence.
     `correct`: the task checker's rewards of `texts`, when the caller has them already."""
@@ -100,8 +108,15 @@ def importance_ratio(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C, cap: 
     return ratio_B_C * mask_B_C
 
 
-def policy_gradient_loss(learner_logprobs_B_C, sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P,
-                         episodes: torch.Tensor | None = None, cap: float | None = None):
+def policy_gradient_loss(
+    learner_logprobs_B_C,
+    sampler_logprobs_B_C,
+    mask_B_C,
+    advantages_P_G,
+    keep_P,
+    episodes: torch.Tensor | None = None,
+    cap: float | None = None,
+):
     """-sum over tokens of ratio * advantage, averaged over the episodes of groups that carry signal.
 
     A micro-batch of a larger step passes the step's kept `episodes` as the normaliser, so the
@@ -128,10 +143,16 @@ def unparseable_share(task, texts: list[str]) -> float:
 
 def format_collapse(shares: list[float], level: float, window: int) -> dict:
     """Whether, and from which step, the mean unparseable share over `window` steps passed `level`."""
-    first = next((i for i in range(window - 1, len(shares)) if sum(shares[i - window + 1 : i + 1]) / window > level),
-                 None)
-    return {"flagged": first is not None, "step": first, "level": level, "window": window,
-            "max_share": max(shares, default=0.0)}
+    first = next(
+        (i for i in range(window - 1, len(shares)) if sum(shares[i - window + 1 : i + 1]) / window > level), None
+    )
+    return {
+        "flagged": first is not None,
+        "step": first,
+        "level": level,
+        "window": window,
+        "max_share": max(shares, default=0.0),
+    }
 
 
 def check_fresh(gap_mean: float, threshold: float, where: str, what: str = "rl.max_logprob_gap") -> None:
@@ -166,8 +187,12 @@ class Freshness:
             check_fresh(gap_mean, self.max_floor, f"{where} (same weights on both sides)", "rl.max_noise_floor")
             self.floor = gap_mean
         if self.factor * self.floor > self.max_gap:
-            check_fresh(gap_mean, self.factor * self.floor, where,
-                        f"rl.gap_noise_factor x the step-0 noise floor {self.floor:.2e} =")
+            check_fresh(
+                gap_mean,
+                self.factor * self.floor,
+                where,
+                f"rl.gap_noise_factor x the step-0 noise floor {self.floor:.2e} =",
+            )
         else:
             check_fresh(gap_mean, self.max_gap, where)
 
@@ -201,8 +226,16 @@ def micro_batches(n: int, size: int | None) -> list[slice]:
     return [slice(i, i + size) for i in range(0, n, size)]
 
 
-def micro_batch_backward(learner_logprobs, sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P, size: int,
-                         episodes: torch.Tensor, cap: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def micro_batch_backward(
+    learner_logprobs,
+    sampler_logprobs_B_C,
+    mask_B_C,
+    advantages_P_G,
+    keep_P,
+    size: int,
+    episodes: torch.Tensor,
+    cap: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward and backward of the policy-gradient loss over slices of `size` rows, each normalised by
     the whole step's kept `episodes`, so the accumulated gradients are the whole batch's.
     `learner_logprobs(rows)` gives the learner's log-probs of those rows, with gradients. Returns the
@@ -212,16 +245,24 @@ def micro_batch_backward(learner_logprobs, sampler_logprobs_B_C, mask_B_C, advan
     parts, loss = [], torch.zeros((), device=mask_B_C.device)
     for rows in micro_batches(len(mask_B_C), size):
         logprobs_b_C = learner_logprobs(rows)
-        part = policy_gradient_loss(logprobs_b_C, sampler_logprobs_B_C[rows], mask_B_C[rows].float(),
-                                    advantages_B1[rows], keep_B[rows], episodes, cap)
+        part = policy_gradient_loss(
+            logprobs_b_C,
+            sampler_logprobs_B_C[rows],
+            mask_B_C[rows].float(),
+            advantages_B1[rows],
+            keep_B[rows],
+            episodes,
+            cap,
+        )
         part.backward()
         parts.append(logprobs_b_C.detach())
         loss = loss + part.detach()
     return torch.cat(parts), loss
 
 
-def shard_backward(group, x: Round, learner_logprobs, learns: bool, size: int | None, episodes: torch.Tensor,
-                   cap: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+def shard_backward(
+    group, x: Round, learner_logprobs, learns: bool, size: int | None, episodes: torch.Tensor, cap: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One process's part of a step under FSDP: forward (and, when the step learns, backward) over
     its share of the round's rows, normalised by the whole step's kept episodes, so the gradients
     FSDP sums over processes are the whole step's. Returns every process's log-probs and the loss."""
@@ -231,8 +272,14 @@ def shard_backward(group, x: Round, learner_logprobs, learns: bool, size: int | 
     if learns:
         part_b_C, loss = micro_batch_backward(
             lambda sub: learner_logprobs(x, slice(rows.start + sub.start, min(rows.stop, rows.start + sub.stop))),
-            s.sampler_logprobs_B_C[rows], s.completion_mask_B_C[rows], x.advantages_P_G.reshape(-1, 1)[rows],
-            x.keep_P.repeat_interleave(G)[rows], size or rows.stop - rows.start, episodes, cap)
+            s.sampler_logprobs_B_C[rows],
+            s.completion_mask_B_C[rows],
+            x.advantages_P_G.reshape(-1, 1)[rows],
+            x.keep_P.repeat_interleave(G)[rows],
+            size or rows.stop - rows.start,
+            episodes,
+            cap,
+        )
     else:
         part_b_C, loss = learner_logprobs(x, rows).detach(), torch.zeros((), device=episodes.device)
     return group.gather_rows(part_b_C), group.sum(loss)
@@ -243,15 +290,31 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
     ctx = Run.start(cfg, run, model_dir, out_dir)
     policy, task, device, group = ctx.policy, cfg.tasks["rl"].task(), ctx.device, ctx.group
     if group.size > 1 and rl.variance_filter:
-        raise InputError(f"{run.path}: under FSDP ({group.size} processes) rl.variance_filter is not built (its "
-                         "refills make a step's rows a number the processes may not share evenly)")
+        raise InputError(
+            f"{run.path}: under FSDP ({group.size} processes) rl.variance_filter is not built (its "
+            "refills make a step's rows a number the processes may not share evenly)"
+        )
 
     def make(model):
-        return make_engine(r.engine, model, ctx.tokenizer, r.temperature, r.max_new_tokens, model_dir, run.rank,
-                           run.seed, dtype=cfg.dtype, options=r, processes=group.size)
+        return make_engine(
+            r.engine,
+            model,
+            ctx.tokenizer,
+            r.temperature,
+            r.max_new_tokens,
+            model_dir,
+            run.rank,
+            run.seed,
+            dtype=cfg.dtype,
+            options=r,
+            processes=group.size,
+        )
 
-    engine = make(policy) if group.size == 1 else GroupEngine(group, r.engine, policy, make, ctx.replica,
-                                                              ctx.tokenizer.pad_token_id)
+    engine = (
+        make(policy)
+        if group.size == 1
+        else GroupEngine(group, r.engine, policy, make, ctx.replica, ctx.tokenizer.pad_token_id)
+    )
     rows = read_split(data_dir, "train")
     prompt_rng = random.Random(f"prompts:{run.seed}")
     for _ in range(ctx.start_step):  # resuming: replay the prompt draws already made
@@ -267,16 +330,27 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
         answers = [batch[i // G]["answer"] for i in range(len(samples.texts))]
         task_rewards_B = training_rewards("task", task, samples.texts, answers, run.seed, step)
         plain = rl.reward == "task" and not rl.calibration_alpha
-        rewards_B = task_rewards_B if plain else training_rewards(rl.reward, task, samples.texts, answers, run.seed,
-                                                                  step, rl.calibration_alpha, task_rewards_B.tolist())
+        rewards_B = (
+            task_rewards_B
+            if plain
+            else training_rewards(
+                rl.reward, task, samples.texts, answers, run.seed, step, rl.calibration_alpha, task_rewards_B.tolist()
+            )
+        )
         advantages_P_G, keep_P = group_advantages(rewards_B.to(device).view(len(batch), G), rl.advantage_sign)
         return Round(samples, task_rewards_B, rewards_B, advantages_P_G, keep_P)
 
     def learner_logprobs(x: Round, rows: slice) -> torch.Tensor:
         s = x.samples
         with ctx.compute():
-            return completion_logprobs(policy, s.prompt_ids_B_L[rows], s.prompt_mask_B_L[rows], s.completion_B_C[rows],
-                                       s.completion_mask_B_C[rows], r.temperature)
+            return completion_logprobs(
+                policy,
+                s.prompt_ids_B_L[rows],
+                s.prompt_mask_B_L[rows],
+                s.completion_B_C[rows],
+                s.completion_mask_B_C[rows],
+                r.temperature,
+            )
 
     step = ctx.start_step
     with progress(run.path, rl.episode_budget, episodes, "episode") as bar:
@@ -287,15 +361,19 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             rounds = [play(batch, step)]
             if rl.variance_filter:  # refill the groups without signal from fresh prompts, within the budget
                 refill = random.Random(f"refill:{run.seed}:{step}")
-                while n := refill_size(rl.prompts_per_step - sum(int(x.keep_P.sum()) for x in rounds),
-                                       rl.episode_budget - episodes - sum(len(x.rewards_B) for x in rounds), G):
+                while n := refill_size(
+                    rl.prompts_per_step - sum(int(x.keep_P.sum()) for x in rounds),
+                    rl.episode_budget - episodes - sum(len(x.rewards_B) for x in rounds),
+                    G,
+                ):
                     torch.manual_seed(zlib.crc32(f"refill:{run.seed}:{step}:{len(rounds)}".encode()))
                     rounds.append(play(refill.sample(rows, n), step))
             engine.sleep()  # on CUDA, vLLM gives its memory back to the learner until the next sync
             t_sample = time.time() - t0
 
-            task_rewards_B, rewards_B = (torch.cat([getattr(x, k) for x in rounds])
-                                         for k in ("task_rewards_B", "rewards_B"))
+            task_rewards_B, rewards_B = (
+                torch.cat([getattr(x, k) for x in rounds]) for k in ("task_rewards_B", "rewards_B")
+            )
             advantages_P_G, keep_P = (torch.cat([getattr(x, k) for x in rounds]) for k in ("advantages_P_G", "keep_P"))
             group_bits_P = torch.tensor([entropy_bits(g.tolist()) for g in rewards_B.view(-1, G)])
             info_bound_bits += float(group_bits_P.sum() * G)
@@ -311,15 +389,22 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             parts, loss = [], torch.zeros((), device=device)
             with torch.set_grad_enabled(learns):
                 if group.size > 1:  # one round (no variance filter); each process its share of the rows
-                    learner_logprobs_B_C, loss = shard_backward(group, rounds[0], learner_logprobs, learns,
-                                                                rl.micro_batch, episodes_kept, rl.truncated_is)
+                    learner_logprobs_B_C, loss = shard_backward(
+                        group, rounds[0], learner_logprobs, learns, rl.micro_batch, episodes_kept, rl.truncated_is
+                    )
                 else:
                     for x in rounds:
                         if learns and rl.micro_batch:
                             logprobs_B_C, part = micro_batch_backward(
-                                lambda rows, x=x: learner_logprobs(x, rows), x.samples.sampler_logprobs_B_C,
-                                x.samples.completion_mask_B_C, x.advantages_P_G, x.keep_P, rl.micro_batch,
-                                episodes_kept, rl.truncated_is)
+                                lambda rows, x=x: learner_logprobs(x, rows),
+                                x.samples.sampler_logprobs_B_C,
+                                x.samples.completion_mask_B_C,
+                                x.advantages_P_G,
+                                x.keep_P,
+                                rl.micro_batch,
+                                episodes_kept,
+                                rl.truncated_is,
+                            )
                             parts.append(logprobs_B_C)
                             loss = loss + part
                         else:
@@ -330,11 +415,17 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
                         # equals passing every row (keep_P already zeroes the rest), but the float sums differ in
                         # their last bits, and the levers experiment's filtered runs were measured this way: keep it
                         # so they reproduce.
-                        groups_P, rows_B = ((keep_P, keep_P.repeat_interleave(G)) if rl.variance_filter
-                                            else (slice(None),) * 2)
-                        loss = policy_gradient_loss(learner_logprobs_B_C[rows_B], sampler_logprobs_B_C[rows_B],
-                                                    mask_B_C[rows_B], advantages_P_G[groups_P], keep_P[groups_P],
-                                                    cap=rl.truncated_is)
+                        groups_P, rows_B = (
+                            (keep_P, keep_P.repeat_interleave(G)) if rl.variance_filter else (slice(None),) * 2
+                        )
+                        loss = policy_gradient_loss(
+                            learner_logprobs_B_C[rows_B],
+                            sampler_logprobs_B_C[rows_B],
+                            mask_B_C[rows_B],
+                            advantages_P_G[groups_P],
+                            keep_P[groups_P],
+                            cap=rl.truncated_is,
+                        )
                         if learns:
                             loss.backward()
 
@@ -351,29 +442,34 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
 
             ratio_B_C = importance_ratio(learner_logprobs_B_C.detach(), sampler_logprobs_B_C, mask_B_C)
             ratio_vals = ratio_B_C[mask_B_C.bool()]
-            ctx.metrics.append({
-                "step": step,
-                "reward": float(task_rewards_B.mean()),  # the task's checker, whatever the trainer learns from
-                "train_reward": float(rewards_B.mean()),
-                "zero_variance_share": float(1 - keep_P.float().mean()),  # of the groups sampled
-                "logprob_gap_mean": gap_mean,
-                "logprob_gap_max": gap_max,
-                "ratio_mean": float(ratio_vals.mean()),
-                "ratio_min": float(ratio_vals.min()),
-                "ratio_max": float(ratio_vals.max()),
-                "entropy": float(-(sampler_logprobs_B_C * mask_B_C).sum() / mask_B_C.sum()),
-                "reward_entropy_bits": entropy_bits(rewards_B.tolist()),
-                "advantage_entropy_bits": float(group_bits_P.mean()),
-                "info_bound_bits": info_bound_bits,
-                "episodes": episodes,
-                "grad_norm": grad_norm,
-                "loss": float(loss.detach()),
-                "tokens": int(mask_B_C.sum()),
-                "unparseable_share": unparseable_share(task, [t for x in rounds for t in x.samples.texts]),
-                **({"groups_sampled": len(keep_P), "groups_used": int(keep_P.sum())} if rl.variance_filter else {}),
-                **(calibration([t for x in rounds for t in x.samples.texts], task_rewards_B.tolist())
-                   if task.states_confidence else {}),
-            })
+            ctx.metrics.append(
+                {
+                    "step": step,
+                    "reward": float(task_rewards_B.mean()),  # the task's checker, whatever the trainer learns from
+                    "train_reward": float(rewards_B.mean()),
+                    "zero_variance_share": float(1 - keep_P.float().mean()),  # of the groups sampled
+                    "logprob_gap_mean": gap_mean,
+                    "logprob_gap_max": gap_max,
+                    "ratio_mean": float(ratio_vals.mean()),
+                    "ratio_min": float(ratio_vals.min()),
+                    "ratio_max": float(ratio_vals.max()),
+                    "entropy": float(-(sampler_logprobs_B_C * mask_B_C).sum() / mask_B_C.sum()),
+                    "reward_entropy_bits": entropy_bits(rewards_B.tolist()),
+                    "advantage_entropy_bits": float(group_bits_P.mean()),
+                    "info_bound_bits": info_bound_bits,
+                    "episodes": episodes,
+                    "grad_norm": grad_norm,
+                    "loss": float(loss.detach()),
+                    "tokens": int(mask_B_C.sum()),
+                    "unparseable_share": unparseable_share(task, [t for x in rounds for t in x.samples.texts]),
+                    **({"groups_sampled": len(keep_P), "groups_used": int(keep_P.sum())} if rl.variance_filter else {}),
+                    **(
+                        calibration([t for x in rounds for t in x.samples.texts], task_rewards_B.tolist())
+                        if task.states_confidence
+                        else {}
+                    ),
+                }
+            )
             ctx.timings.append({"step": step, "sample_seconds": t_sample, "seconds": time.time() - t0})
             bar.update(len(rewards_B))
             bar.set_postfix(step=step + 1, reward=f"{float(task_rewards_B.mean()):.3f}", refresh=False)
@@ -385,16 +481,30 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             ctx.checkpoint(rl.checkpoint_every, rl.steps if not rl.variance_filter else math.inf)
             ctx.snapshot(rl.steps)
             if (step + 1) % rl.log_every == 0 or episodes >= rl.episode_budget:
-                log.info("%s step %d, %d/%d episodes: reward %.3f zero-var %.2f gap %.1e (%.2f s/step)", run.path,
-                         step + 1, episodes, rl.episode_budget, float(task_rewards_B.mean()),
-                         float(1 - keep_P.float().mean()), gap_mean, time.time() - t0)
+                log.info(
+                    "%s step %d, %d/%d episodes: reward %.3f zero-var %.2f gap %.1e (%.2f s/step)",
+                    run.path,
+                    step + 1,
+                    episodes,
+                    rl.episode_budget,
+                    float(task_rewards_B.mean()),
+                    float(1 - keep_P.float().mean()),
+                    gap_mean,
+                    time.time() - t0,
+                )
             step += 1
     ctx.state.update(info_bound_bits=info_bound_bits, episodes=episodes)
-    collapse = format_collapse([m["unparseable_share"] for m in ctx.metrics], rl.format_collapse_share,
-                               rl.format_collapse_window)
+    collapse = format_collapse(
+        [m["unparseable_share"] for m in ctx.metrics], rl.format_collapse_share, rl.format_collapse_window
+    )
     if collapse["flagged"]:
-        log.warning("%s: format collapse from step %d (unparseable share over %d steps > %.2f)", run.path,
-                    collapse["step"], rl.format_collapse_window, rl.format_collapse_share)
+        log.warning(
+            "%s: format collapse from step %d (unparseable share over %d steps > %.2f)",
+            run.path,
+            collapse["step"],
+            rl.format_collapse_window,
+            rl.format_collapse_share,
+        )
     info = ctx.finish(status, {"engine": r.engine, "format_collapse": collapse})
     engine.close()
     return info

@@ -81,20 +81,28 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
                 ctx.metrics.append({"step": step, "loss": float(loss)})
                 break
             grad_norm = ctx.step_optimizer()
-            ctx.metrics.append({
-                "step": step,
-                "loss": float(loss),
-                "loss_bits": float(loss) * NATS_TO_BITS,
-                "grad_norm": grad_norm,
-                "tokens": tokens,
-                "examples": (step + 1) * len(batch),
-            })
+            ctx.metrics.append(
+                {
+                    "step": step,
+                    "loss": float(loss),
+                    "loss_bits": float(loss) * NATS_TO_BITS,
+                    "grad_norm": grad_norm,
+                    "tokens": tokens,
+                    "examples": (step + 1) * len(batch),
+                }
+            )
             ctx.timings.append({"step": step, "seconds": time.time() - t0})
             bar.update(1)
             bar.set_postfix(loss=f"{float(loss):.4f}", refresh=False)
             ctx.checkpoint(sft.checkpoint_every, sft.steps)
             ctx.snapshot(sft.steps)
             if (step + 1) % sft.log_every == 0 or step + 1 == sft.steps:
-                log.info("%s step %d/%d loss %.4f (%.3f s/step)", run.path, step + 1, sft.steps, float(loss),
-                         time.time() - t0)
+                log.info(
+                    "%s step %d/%d loss %.4f (%.3f s/step)",
+                    run.path,
+                    step + 1,
+                    sft.steps,
+                    float(loss),
+                    time.time() - t0,
+                )
     return ctx.finish(status)
