@@ -27,6 +27,7 @@ import torch
 from rankone.config import RunId
 from rankone.data import read_split
 from rankone.train import TRAINERS
+from rankone.tasks import task_of
 from tests.conftest import ROOT, smollm2  # noqa: F401 - the SmolLM2 fixture
 
 STEPS, WARMUP, PROMPTS, GROUP, TOKENS = 100, 5, 4, 8, 5
@@ -171,7 +172,7 @@ def test_trl_grpo_step(benchmark, study, tmp_path, method):
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
     cfg, at = study
-    task = cfg.tasks["rl"].task()
+    task = task_of(cfg.tasks["rl"])
     rows = read_split(at.data("rl"), "train")
     torch.set_num_threads(1)
 

@@ -6,7 +6,9 @@ import sys
 import pytest
 import yaml
 
-from rankone.config import ConfigError, RunId, layer, load, validate
+from rankone.checks import load, validate
+from rankone.config import ConfigError, RunId, layer
+from rankone.tasks import params_of, task_of
 from tests.conftest import ROOT, smoke_dict
 
 
@@ -30,7 +32,7 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
         assert {r.regime for r in tiny} == {"rl", "sft"} and len(tiny) == 3 * 2 * 2 * 3 * len(cfg.seeds)
     elif name == "rl-capacity":
         task = cfg.tasks["rl"]
-        assert task.task().stores_table and task.typed_params().alphabet == 2 and cfg.regimes == ["rl"]
+        assert task_of(task).stores_table and params_of(task).alphabet == 2 and cfg.regimes == ["rl"]
     elif name == "levers":
         assert {n: cfg.lever_study(n).rl for n in ("psr", "nsr", "filter")} == {
             "psr": cfg.rl.model_copy(update={"advantage_sign": "positive"}),
@@ -59,10 +61,13 @@ BAD = [
     ({"models": ["gpt-tiny"]}, "unknown model 'gpt-tiny'"),
     ({"tasks": {"rl": {"name": "chess"}, "sft": {"name": "facts"}}}, "unknown task 'chess'"),
     ({"rollout": {"engine": "sglang"}}, "rollout.engine"),
-    ({"methods": ["fullft", "lora-r128"]}, "rank 128 is larger than the narrowest adapted layer"),
+    ({"methods": ["fullft", "lora-r128"], "levers": None}, "rank 128 is larger than the narrowest adapted layer"),
     ({"methods": ["qlora"]}, "unknown method 'qlora'"),
     ({"methods": ["lora-r1-embed"]}, "unknown method 'lora-r1-embed'"),
-    ({"methods": ["lora-r48-attn"]}, "rank 48 is larger than the narrowest adapted layer .width 32"),
+    (
+        {"methods": ["lora-r48-attn"], "levers": None, "truncation": None},
+        "rank 48 is larger than the narrowest adapted layer .width 32",
+    ),
     (
         {"learning_rates": {"rl": {"fullft": [], "lora": [0.01]}, "sft": {"fullft": [1e-3], "lora": [1e-2]}}},
         "learning_rates.rl.fullft",
@@ -101,7 +106,7 @@ BAD = [
     ),
     ({"results_dir": "/proc/rankone-results"}, "results_dir: cannot write under"),
     ({"capacity": {"n_facts": [64, 32]}}, "capacity.n_facts: .*distinct and increasing"),
-    ({"capacity": {"n_facts": [32], "methods": ["lora-r64"]}}, "rank 64 is larger than the narrowest"),
+    ({"capacity": {"n_facts": [32], "methods": ["lora-r64"], "probes": 8}}, "rank 64 is larger than the narrowest"),
     ({"capacity": {"n_facts": [8, 64], "methods": ["fullft"], "probes": 8}}, "sizes .8. are below 2 x capacity.probes"),
     ({"capacity": {"n_facts": [32], "methods": ["fullft", "qlora"]}}, "unknown method 'qlora'"),
     (
@@ -295,3 +300,18 @@ def test_the_config_offers_exactly_the_registered_rollout_engines():
     from rankone.rollouts import ENGINES
 
     assert set(get_args(RolloutConfig.model_fields["engine"].annotation)) == set(ENGINES)
+
+
+def test_loading_a_config_imports_nothing_else_of_rankone_and_writes_no_file(tmp_path):
+    """The schema (rankone.config) stands alone; its checks (rankone.checks) look at the folders without writing."""
+    from rankone import checks
+
+    cfg = tmp_path / "study.yaml"
+    cfg.write_text(yaml.safe_dump(smoke_dict(results_dir=str(tmp_path / "out"), reports_dir=str(tmp_path / "rep"))))
+    before = sorted(tmp_path.rglob("*"))
+    code = "import sys; from rankone.config import load; load(sys.argv[1]); print(sorted(m for m in sys.modules if "
+    code += "m.startswith('rankone')))"
+    out = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['rankone', 'rankone.config']"
+    checks.load(cfg)
+    assert sorted(tmp_path.rglob("*")) == before

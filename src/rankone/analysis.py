@@ -35,6 +35,7 @@ from rankone.config import StudyConfig, lora_rank, method_kind
 from rankone.info import bits_recalled, bits_stored
 from rankone.io import atomic_path, read_json, read_jsonl, read_table, write_json
 from rankone.paths import Layout
+from rankone.tasks import measures_storage, params_of, task_of
 
 SCORE = {"rl": ("mean_reward", 1.0), "sft": ("nll", -1.0)}  # metric, sign (higher score is better)
 # What each verdict compares: the score (chooses the lr), and greedy accuracy at that lr; both
@@ -488,14 +489,14 @@ def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: La
     )
     table["capacity_bits"] = table["trainable_parameters"] * cfg.analysis.bits_per_param
     for regime in cfg.regimes:  # the same two estimates in both regimes, where the runs store a table
-        if not cfg.measures_storage(regime):
+        if not measures_storage(cfg, regime):
             continue
         column, rows = f"{regime}_dataset_bits", table.regime == regime
         table[column] = read_json(at.data(regime) / "manifest.json")["information_bits"]
         table.loc[rows, "bits_stored"] = bits_stored(table[column][rows], table.train_nll_bits_final[rows])
         task = cfg.tasks[regime]
-        if task.task().stores_table:  # recall of the probed facts, in bits (Fano), beside the NLL estimate
-            p = task.typed_params()
+        if task_of(task).stores_table:  # recall of the probed facts, in bits (Fano), beside the NLL estimate
+            p = params_of(task)
             table.loc[rows, "bits_recalled"] = table.test_greedy_accuracy[rows].map(
                 lambda a: bits_recalled(p.n_facts, p.alphabet**p.digits, a)
             )

@@ -31,6 +31,7 @@ from rankone.info import bits_recalled, bits_stored
 from rankone.io import read_json, read_table
 from rankone.paths import Layout
 from rankone.substudies import SubStudy
+from rankone.tasks import params_of
 
 
 def size_runs(sub: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -156,7 +157,7 @@ def crossover_rows(
     Fano) with its interval over seeds, FullFT's plateau test, episodes to 50% and 90% of FullFT's gain, and the
     equivalence verdict on table recall against FullFT (paired by seed, margin analysis.greedy_margin; judged
     only where FullFT reached its plateau)."""
-    params = sub.tasks[sub.regimes[0]].typed_params()  # one table in every regime (the config checks it)
+    params = params_of(sub.tasks[sub.regimes[0]])  # one table in every regime (the config checks it)
     symbols = params.alphabet**params.digits
     tests = plateau(sub, curves, best, regimes=sub.regimes).set_index(["regime", "model", "method"])
     chosen = runs.merge(best[["regime", "model", "method", "lr", "at_grid_edge"]])

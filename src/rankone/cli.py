@@ -15,7 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from rankone.config import ConfigError, RunId, StudyConfig, json_schema, layered_files, load, validate
+from rankone.checks import load, validate
+from rankone.config import ConfigError, RunId, StudyConfig, json_schema, layered_files
 from rankone.gpus import claim_for_job
 from rankone.io import InputError, log, pin_cpu_kernels, setup_logging
 from rankone.paths import Layout

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 from pathlib import Path
 from typing import Literal
@@ -103,32 +102,6 @@ class TaskConfig(Strict):
         description="Completions state a confidence after the answer (`answer:d`, p = d/9); the base model is "
         "warm-started with uninformative confidences and the answer checker ignores them (rankone.tasks.confidence).",
     )
-
-    @model_validator(mode="after")
-    def _known_task(self) -> TaskConfig:
-        from rankone.tasks import TASKS
-
-        if self.name not in TASKS:
-            raise ValueError(f"unknown task {self.name!r}; known tasks: {', '.join(sorted(TASKS))}")
-        try:
-            TASKS[self.name].Params.model_validate(self.params)
-        except ValidationError as err:
-            raise ValueError(f"params of task {self.name!r}: {_format_errors(err)}") from None
-        if self.confidence and TASKS[self.name].stores_table:
-            raise ValueError(
-                f"task {self.name!r}: confidence is not supported on a table task (its bits-stored "
-                "estimator scores the bare answer)"
-            )
-        return self
-
-    def task(self):
-        from rankone.tasks import TASKS
-        from rankone.tasks.confidence import with_confidence
-
-        return with_confidence(TASKS[self.name]) if self.confidence else TASKS[self.name]
-
-    def typed_params(self):
-        return self.task().Params.model_validate(self.params)
 
 
 class RolloutConfig(Strict):
@@ -671,57 +644,8 @@ class StudyConfig(Grid):
     def _unique_models(cls, models: list[str]) -> list[str]:
         return check_unique(models, "models")
 
-    @field_validator("device")
-    @classmethod
-    def _device_present(cls, device: str) -> str:
-        if device == "cuda":
-            from rankone.device import resolve
-
-            resolve(device)
-        return device
-
-    @field_validator("local_models")
-    @classmethod
-    def _local_models_exist(cls, local: dict[str, str]) -> dict[str, str]:
-        from rankone.presets import PRESETS
-
-        for name, path in local.items():
-            if name in PRESETS:
-                raise ValueError(f"{name!r} is already a preset name; pick another name for the local model")
-            if not (Path(path) / "config.json").is_file():
-                raise ValueError(f"{name}: no transformers checkpoint at {path!r} (missing config.json)")
-        return local
-
-    @field_validator("results_dir", "reports_dir")
-    @classmethod
-    def _writable(cls, folder: str) -> str:
-        """Whether the folder (or its nearest existing parent) can take files, without writing one:
-        loading a config, as Snakemake does at every DAG build, leaves nothing behind. Root passes
-        `os.access` everywhere, so a folder without any write bit (/proc) or on a read-only mount
-        is refused too."""
-        existing = Path(folder).absolute()
-        while not existing.exists():
-            existing = existing.parent
-        mode = existing.stat().st_mode
-        if not (
-            existing.is_dir()
-            and os.access(existing, os.W_OK)
-            and mode & 0o222
-            and not os.statvfs(existing).f_flag & os.ST_RDONLY
-        ):
-            raise ValueError(f"cannot write under {folder!r} ({existing} is not a writable folder)")
-        return folder
-
     @model_validator(mode="after")
     def _consistent(self) -> StudyConfig:
-        from rankone.presets import PRESETS
-
-        for m in self.models:
-            if m not in PRESETS and m not in self.local_models:
-                raise ValueError(
-                    f"models: unknown model {m!r}; known models: {', '.join(sorted(PRESETS))} "
-                    "(or add it under local_models)"
-                )
         for regime, seeds in (self.confirmation.seeds if self.confirmation else {}).items():
             if set(seeds) & set(self.seeds):  # a regime not in `regimes` is ignored (confirmed_regimes)
                 raise ValueError(
@@ -742,23 +666,6 @@ class StudyConfig(Grid):
                 raise ValueError(f"methods {tiny} need learning_rates.<regime>.tinylora (missing for {missing})")
             if self.rollout.engine == "vllm":
                 raise ValueError(f"methods {tiny}: rollout.engine 'vllm' cannot serve TinyLoRA adapters; use 'hf'")
-        # `architecture` shapes the tiny presets only; a real checkpoint brings its own shapes.
-        from rankone.presets import TinyPreset, preset
-
-        builds_tiny = any(isinstance(preset(m, self.local_models), TinyPreset) for m in self.models)
-        if self.rollout.engine == "vllm" and builds_tiny:
-            if self.architecture.head_dim not in SUPPORTED_HEAD_SIZES:
-                raise ValueError(
-                    f"rollout.engine 'vllm' needs a head size in {SUPPORTED_HEAD_SIZES}; architecture gives "
-                    f"{self.architecture.head_dim} (hidden_size / num_attention_heads)"
-                )
-        for m in self.methods + (self.capacity.methods if self.capacity else []):  # levers' are the study's
-            r = lora_rank(m)
-            if r is None or not builds_tiny:
-                continue
-            width = min(min(shape) for shape in self.adapted_shapes(m).values())
-            if r > width:
-                raise ValueError(f"method {m!r}: rank {r} is larger than the narrowest adapted layer (width {width})")
         if self.capacity:
             self._check_capacity()
         if self.truncation and ("rl" not in self.regimes or "fullft" not in self.methods):
@@ -776,7 +683,7 @@ class StudyConfig(Grid):
             try:
                 RLConfig.model_validate({**self.rl.model_dump(), **changes})
             except ValidationError as err:
-                raise ValueError(f"levers.variants.{name}: {_format_errors(err)}") from None
+                raise ValueError(f"levers.variants.{name}: {format_errors(err)}") from None
             if all(getattr(self.rl, k) == v for k, v in changes.items()):
                 raise ValueError(f"levers.variants.{name}: changes nothing from the study's rl section")
             if changes.get("calibration_alpha") and not self.tasks["rl"].confidence:
@@ -814,10 +721,8 @@ class StudyConfig(Grid):
         small = [n for n in c.n_facts if n < 2 * c.probes]
         if small:
             raise ValueError(f"capacity.n_facts: sizes {small} are below 2 x capacity.probes ({c.probes})")
-        for n in c.n_facts:
-            sft.task().Params.model_validate({**sft.params, **self._capacity_params(n)})
 
-    def _capacity_params(self, n_facts: int) -> dict:
+    def capacity_params(self, n_facts: int) -> dict:
         probes = self.capacity.probes
         return {"n_facts": n_facts, "n_val": probes, "n_test": probes}
 
@@ -833,7 +738,7 @@ class StudyConfig(Grid):
             raise ConfigError(f"table size {n_facts} is not in capacity.n_facts {c.n_facts}")
         data = self.model_dump(mode="json")
         for regime in c.regimes:
-            data["tasks"][regime]["params"].update(self._capacity_params(n_facts))
+            data["tasks"][regime]["params"].update(self.capacity_params(n_facts))
         per_step = {"rl": self.rl.prompts_per_step, "sft": self.sft.batch_size}
         for regime, passes in (c.passes or {}).items():
             data[regime]["steps"] = math.ceil(passes * n_facts / per_step[regime])
@@ -903,11 +808,6 @@ class StudyConfig(Grid):
     def awaits_choice(self) -> bool:
         """A capacity sub-study that takes the select stage's lrs, asked for before select ran."""
         return self._awaits_choice
-
-    def measures_storage(self, regime: str) -> bool:
-        """Whether `regime`'s runs get their final train NLL measured (bits absorbed, bits stored):
-        always for SFT, and for RL on a table of known bits (the facts task)."""
-        return regime == "sft" or self.tasks[regime].task().stores_table
 
     def scope(self, method: str) -> str:
         """Which linear layers a LoRA method adapts: its -attn/-mlp suffix, else lora.target_modules."""
@@ -1071,7 +971,7 @@ def lr_tag(lr: float) -> str:
     return repr(float(lr))
 
 
-def _format_errors(err: ValidationError) -> str:
+def format_errors(err: ValidationError) -> str:
     parts = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"])
@@ -1084,7 +984,7 @@ def validate(data: dict, source: str = "config") -> StudyConfig:
     try:
         return StudyConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(f"invalid {source}: {_format_errors(err)}") from None
+        raise ConfigError(f"invalid {source}: {format_errors(err)}") from None
 
 
 def read_yaml(path: str | Path) -> dict:

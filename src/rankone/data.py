@@ -14,6 +14,7 @@ from pathlib import Path
 from rankone.config import StudyConfig
 from rankone.io import atomic_path, provenance, read_json, sha256_file, write_json
 from rankone.tasks.base import SPLITS
+from rankone.tasks import params_of, task_of
 
 
 class DataError(ValueError):
@@ -23,7 +24,7 @@ class DataError(ValueError):
 def build(cfg: StudyConfig, regime: str, out_dir: Path) -> dict:
     started = time.time()
     task_cfg = cfg.tasks[regime]
-    task, params = task_cfg.task(), task_cfg.typed_params()
+    task, params = task_of(task_cfg), params_of(task_cfg)
     splits = task.splits(params, cfg.seed)
     task.check_references(splits)
     with atomic_path(out_dir) as tmp:

@@ -28,6 +28,7 @@ from rankone.models.sequences import completion_logprobs, encode_completions, en
 from rankone.paths import snapshot
 from rankone.rollouts import make_engine
 from rankone.tasks.confidence import calibration
+from rankone.tasks import measures_storage, task_of
 
 
 @torch.no_grad()
@@ -181,7 +182,7 @@ def evaluate_run(
     result: dict = {"run": run.path, "status": trained["status"]}
     if trained["status"] != "completed":
         return result
-    task, scored = cfg.tasks[run.regime].task(), []
+    task, scored = task_of(cfg.tasks[run.regime]), []
     for step, weights in checkpoints(cfg, run, train_dir, trained["steps_completed"]):
         seed_everything(run.seed, cfg.threads)
         model, tokenizer = load_policy(model_dir, weights, run.method, cfg.dtype, resolve(cfg.device))
@@ -206,7 +207,7 @@ def run(cfg: StudyConfig, regime: str, model: str, method: str, at) -> list[dict
     data_dir, model_dir = at.data(regime), at.model(model)
     splits = {s: read_split(data_dir, s)[: cfg.evaluate.n_prompts] for s in ("val", "test")}
     base_train_nats = None
-    if cfg.measures_storage(regime):  # bits stored, the same estimator in both regimes
+    if measures_storage(cfg, regime):  # bits stored, the same estimator in both regimes
         splits["train"] = read_split(data_dir, "train")
         base, tokenizer = load_base(model_dir, cfg.dtype, resolve(cfg.device))
         base_train_nats, _ = answer_nll_nats(base, tokenizer, splits["train"], dtype=cfg.dtype)

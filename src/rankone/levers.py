@@ -37,6 +37,7 @@ from rankone.data import read_split
 from rankone.io import log, read_jsonl, read_table, seed_everything
 from rankone.paths import Layout
 from rankone.substudies import SubStudy
+from rankone.tasks import task_of
 
 KEYS = ["model", "method"]
 LOWER_IS_BETTER = ("brier", "ece")
@@ -108,7 +109,7 @@ def pass_at_k(cfg: StudyConfig, at: Layout, where: Layout, runs: pd.DataFrame) -
     G = cfg.rl.group_size
     scorer = cfg.model_copy(update={"evaluate": cfg.evaluate.model_copy(update={"samples_per_prompt": G})})
     test = read_split(at.data("rl"), "test")[: cfg.evaluate.n_prompts]
-    task, rows = cfg.tasks["rl"].task(), []
+    task, rows = task_of(cfg.tasks["rl"]), []
     for r in runs.itertuples():
         run = RunId("rl", r.model, r.method, r.lr, r.seed)
         seed_everything(run.seed, cfg.threads)

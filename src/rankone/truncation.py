@@ -32,6 +32,7 @@ from rankone.data import read_split
 from rankone.io import log, provenance, read_table, seed_everything, write_json
 from rankone.paths import Layout
 from rankone.updates import load_tensors
+from rankone.tasks import task_of
 
 
 def truncate(delta: torch.Tensor, k: int) -> torch.Tensor:
@@ -95,7 +96,7 @@ def score_runs(cfg: StudyConfig, at: Layout, model_name: str, runs: list[RunId],
     model, tokenizer = load_base(at.model(model_name), cfg.dtype, resolve(cfg.device))
     model.eval()
     engine = scoring_engine(cfg, model, tokenizer)  # samples the module whose weights are swapped below
-    task = cfg.tasks["rl"].task()
+    task = task_of(cfg.tasks["rl"])
     rows_test = read_split(at.data("rl"), "test")[: cfg.evaluate.n_prompts]
     base = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}  # the SVDs run on the CPU
     ks = default_ranks([tuple(v.shape) for v in base.values()])

@@ -7,12 +7,8 @@ from pathlib import Path
 from rankone import substudies
 from rankone.cli import write_resolved
 from rankone.cluster import check_slurm_controller
-from rankone.config import (
-    CELL_TEMPLATE,
-    METHOD_REGEX,
-    layered_files,
-    validate as validate_study,
-)
+from rankone.checks import validate as validate_study
+from rankone.config import CELL_TEMPLATE, METHOD_REGEX, layered_files
 from rankone.figures import drawn
 from rankone.io import InputError
 from rankone.outputs import EXPERIMENTS, experiment_tables, section

@@ -21,6 +21,7 @@ from rankone.data import read_split
 from rankone.io import InputError, atomic_path, log, provenance, seed_everything, sha256_file, write_json
 from rankone.models import GgufPreset, HubPreset, LocalPreset, build_tokenizer, preset
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts, sample
+from rankone.tasks import task_of
 
 
 def build(cfg: StudyConfig, model_name: str, data_root: Path, out_dir: Path) -> dict:
@@ -132,14 +133,14 @@ def from_hub(model_name: str, spec: HubPreset, dtype: str = "float32"):
 
 def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: str) -> dict:
     p = cfg.pretrain
-    task = cfg.tasks["rl"].task()
+    task = task_of(cfg.tasks["rl"])
     total = p.steps * p.batch_size
     n_format = round(total * p.sft_format_share) if "sft" in cfg.tasks else 0
     corpus = task.corpus(read_split(data_root / "rl", "warmup"), p.corruption, total - n_format, cfg.seed)
     if n_format:
         # The SFT task's warm-up table: its format, none of the facts SFT trains on.
         warmup = read_split(data_root / "sft", "warmup")
-        corpus += cfg.tasks["sft"].task().corpus(warmup, 0.0, n_format, cfg.seed)
+        corpus += task_of(cfg.tasks["sft"]).corpus(warmup, 0.0, n_format, cfg.seed)
         random.Random(f"mix:{cfg.seed}").shuffle(corpus)
     optimizer = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=0.0)
     model.train()

@@ -19,6 +19,7 @@ from rankone.device import resolve
 from rankone.models.load import load_base
 from rankone.rollouts import make_engine
 from rankone.tasks.confidence import calibration
+from rankone.tasks import task_of
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -45,7 +46,7 @@ def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dic
         dtype=cfg.dtype,
         options=r,
     )
-    task = cfg.tasks["rl"].task()
+    task = task_of(cfg.tasks["rl"])
     summary: dict = {"model": model_dir.name, "samples_per_prompt": r.samples_per_prompt}
     per_prompt = []
     for split in ("train", "val"):

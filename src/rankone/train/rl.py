@@ -48,6 +48,7 @@ from rankone.rollouts import make_engine
 from rankone.tasks.confidence import brier_terms, calibration
 from rankone.train.common import Run, diverged, progress
 from rankone.train.distributed import GroupEngine
+from rankone.tasks import task_of
 
 
 class StaleSamplerError(RuntimeError):
@@ -288,7 +289,7 @@ def shard_backward(
 def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
     r, rl = cfg.rollout, cfg.rl
     ctx = Run.start(cfg, run, model_dir, out_dir)
-    policy, task, device, group = ctx.policy, cfg.tasks["rl"].task(), ctx.device, ctx.group
+    policy, task, device, group = ctx.policy, task_of(cfg.tasks["rl"]), ctx.device, ctx.group
     if group.size > 1 and rl.variance_filter:
         raise InputError(
             f"{run.path}: under FSDP ({group.size} processes) rl.variance_filter is not built (its "

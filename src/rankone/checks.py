@@ -1,0 +1,156 @@
+"""A study's config checked against the rest of rankone and the machine: its tasks are
+registered and their params valid, its models are presets or local checkpoints, a CUDA
+device it asks for is there, the tiny models it builds fit its methods and rollout engine,
+and its output folders can take files.
+
+rankone.config is the schema alone: it imports nothing else from rankone and touches no
+file, so anything may load a config. The CLI and the workflow load a study through
+`load` / `validate` here, which run the schema and then these checks; bad input fails there,
+before any job, with the field it names.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from rankone import config
+from rankone.config import SUPPORTED_HEAD_SIZES, ConfigError, StudyConfig, format_errors, lora_rank
+from rankone.presets import PRESETS, TinyPreset, preset
+from rankone.tasks import TASKS, task_of
+
+
+class _Invalid(Exception):
+    def __init__(self, where: str, message: str):
+        super().__init__(f"{where}: {message}")
+
+
+def validate(data: dict, source: str = "config") -> StudyConfig:
+    """The schema (rankone.config.validate), then every check below. The tasks are checked first,
+    as fields are before the rules across fields: a study naming an unknown task hears that, not
+    what a rule about its task's settings makes of it."""
+    tasks = data.get("tasks") if isinstance(data, dict) else None
+    for regime, entry in (tasks or {}).items() if isinstance(tasks, dict) else ():
+        try:
+            task = config.TaskConfig.model_validate(entry)
+        except ValidationError:
+            continue  # the schema names what is wrong with the entry itself
+        try:
+            _task(regime, task)
+        except _Invalid as err:
+            raise ConfigError(f"invalid {source}: {err}") from None
+    return check(config.validate(data, source), source)
+
+
+def load(path: str | Path) -> StudyConfig:
+    return validate(config.read_yaml(path), source=f"config {str(path)!r}")
+
+
+def check(cfg: StudyConfig, source: str = "config") -> StudyConfig:
+    """`cfg`, or a ConfigError naming the first field that does not hold."""
+    try:
+        _tasks(cfg)
+        _device(cfg)
+        _models(cfg)
+        _tiny_shapes(cfg)
+        _capacity_tables(cfg)
+        for field in ("results_dir", "reports_dir"):
+            _writable(field, getattr(cfg, field))
+    except _Invalid as err:
+        raise ConfigError(f"invalid {source}: {err}") from None
+    return cfg
+
+
+def _tasks(cfg: StudyConfig) -> None:
+    for regime, task in cfg.tasks.items():
+        _task(regime, task)
+
+
+def _task(regime: str, task: config.TaskConfig) -> None:
+    where = f"tasks.{regime}"
+    if task.name not in TASKS:
+        raise _Invalid(where, f"unknown task {task.name!r}; known tasks: {', '.join(sorted(TASKS))}")
+    try:
+        TASKS[task.name].Params.model_validate(task.params)
+    except ValidationError as err:
+        raise _Invalid(where, f"params of task {task.name!r}: {format_errors(err)}") from None
+    if task.confidence and TASKS[task.name].stores_table:
+        raise _Invalid(
+            where,
+            f"task {task.name!r}: confidence is not supported on a table task (its bits-stored "
+            "estimator scores the bare answer)",
+        )
+
+
+def _device(cfg: StudyConfig) -> None:
+    if cfg.device == "cuda":
+        from rankone.device import resolve  # torch: only for a study that asks for CUDA
+
+        try:
+            resolve(cfg.device)
+        except ValueError as err:
+            raise _Invalid("device", str(err)) from None
+
+
+def _models(cfg: StudyConfig) -> None:
+    for name, path in cfg.local_models.items():
+        if name in PRESETS:
+            raise _Invalid("local_models", f"{name!r} is already a preset name; pick another name for the local model")
+        if not (Path(path) / "config.json").is_file():
+            raise _Invalid("local_models", f"{name}: no transformers checkpoint at {path!r} (missing config.json)")
+    for m in cfg.models:
+        if m not in PRESETS and m not in cfg.local_models:
+            raise _Invalid(
+                "models",
+                f"unknown model {m!r}; known models: {', '.join(sorted(PRESETS))} (or add it under local_models)",
+            )
+
+
+def _tiny_shapes(cfg: StudyConfig) -> None:
+    """`architecture` shapes the tiny presets only; a real checkpoint brings its own shapes."""
+    if not any(isinstance(preset(m, cfg.local_models), TinyPreset) for m in cfg.models):
+        return
+    if cfg.rollout.engine == "vllm" and cfg.architecture.head_dim not in SUPPORTED_HEAD_SIZES:
+        raise _Invalid(
+            "rollout.engine",
+            f"'vllm' needs a head size in {SUPPORTED_HEAD_SIZES}; architecture gives "
+            f"{cfg.architecture.head_dim} (hidden_size / num_attention_heads)",
+        )
+    for m in cfg.methods + (cfg.capacity.methods if cfg.capacity else []):  # levers' are the study's
+        r = lora_rank(m)
+        if r is None:
+            continue
+        width = min(min(shape) for shape in cfg.adapted_shapes(m).values())
+        if r > width:
+            raise _Invalid("methods", f"{m!r}: rank {r} is larger than the narrowest adapted layer (width {width})")
+
+
+def _capacity_tables(cfg: StudyConfig) -> None:
+    """Each capacity size is a valid table of the SFT task (the schema checked that it is facts)."""
+    if cfg.capacity is None:
+        return
+    sft = cfg.tasks["sft"]
+    for n in cfg.capacity.n_facts:
+        try:
+            task_of(sft).Params.model_validate({**sft.params, **cfg.capacity_params(n)})
+        except ValidationError as err:
+            raise _Invalid("capacity.n_facts", f"{n}: {format_errors(err)}") from None
+
+
+def _writable(field: str, folder: str) -> None:
+    """Whether the folder (or its nearest existing parent) can take files, without writing one.
+    Root passes `os.access` everywhere, so a folder without any write bit (/proc) or on a
+    read-only mount is refused too."""
+    existing = Path(folder).absolute()
+    while not existing.exists():
+        existing = existing.parent
+    mode = existing.stat().st_mode
+    if not (
+        existing.is_dir()
+        and os.access(existing, os.W_OK)
+        and mode & 0o222
+        and not os.statvfs(existing).f_flag & os.ST_RDONLY
+    ):
+        raise _Invalid(field, f"cannot write under {folder!r} ({existing} is not a writable folder)")
