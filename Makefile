@@ -10,7 +10,7 @@ PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: image study-in-image gpu-vendor slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover real test benchmark lint env
+.PHONY: image image-check study-in-image gpu-vendor slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -66,6 +66,16 @@ test: env
 # as root). For a cluster: apptainer build $(IMAGE).sif $(IMAGE)/ (the config's `container`).
 image: env
 	scripts/build-image $(IMAGE)
+
+# The same inputs, the same packages: a second image built beside the first, its Debian package
+# list and pip freeze compared with the first's (then removed).
+image-check:
+	test -f $(IMAGE)/opt/rankone/pip-freeze.txt || { echo "no image at $(IMAGE): make image first" >&2; exit 2; }
+	scripts/build-image build/image/rebuild
+	diff $(IMAGE)/opt/rankone/debian-packages.txt build/image/rebuild/opt/rankone/debian-packages.txt
+	diff $(IMAGE)/opt/rankone/pip-freeze.txt build/image/rebuild/opt/rankone/pip-freeze.txt
+	rm -rf build/image/rebuild
+	echo "a second build from the same inputs has the same Debian packages and Python packages"
 
 # The workflow inside the image (charliecloud's ch-run), the repository bound in, results written to it.
 # SNAKEMAKE_ARGS="--configfile config/smoke.yaml" for another study.
