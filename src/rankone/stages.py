@@ -42,6 +42,9 @@ class Stage:
     per_regime: dict[str, tuple[str, ...]] = field(default_factory=dict)  # extra sections for one regime
 
 
+# What a stage that scores RL test completions with the evaluate stage's scorer reads.
+RL_SCORING = ("threads", "cpu_kernels", "device", "dtype", "evaluate", "rollout.max_new_tokens", "tasks.rl")
+
 STAGES: dict[str, Stage] = {
     "data": Stage(("data.py",), ("seed", "tasks.{regime}")),
     # The warm-start reads both tasks' warm-up splits and samples RL answers to record base pass@1.
@@ -103,17 +106,7 @@ STAGES: dict[str, Stage] = {
     "updates": Stage(("updates.py",), (), ("analysis", "models", "train")),
     "truncation": Stage(
         ("truncation.py", "updates.py", "evaluate.py", "analysis.py", "models", "rollouts", "data.py", "info.py"),
-        (
-            "threads",
-            "cpu_kernels",
-            "device",
-            "dtype",
-            "evaluate",
-            "rollout.max_new_tokens",
-            "tasks.rl",
-            "analysis",
-            "truncation",
-        ),
+        (*RL_SCORING, "analysis", "truncation"),
         ("data", "models", "train", "analysis"),
     ),
     "capacity": Stage(
@@ -122,18 +115,7 @@ STAGES: dict[str, Stage] = {
     # Scores each chosen run's pass@k itself (evaluate's scorer) and reads each lever's runs.
     "levers": Stage(
         ("levers.py", "analysis.py", "evaluate.py", "models", "rollouts", "data.py", "info.py"),
-        (
-            "threads",
-            "cpu_kernels",
-            "device",
-            "dtype",
-            "evaluate",
-            "rollout.max_new_tokens",
-            "tasks.rl",
-            "rl",
-            "analysis",
-            "levers",
-        ),
+        (*RL_SCORING, "rl", "analysis", "levers"),
         ("data", "models", "train", "evaluate", "analysis"),
     ),
     "report": Stage(
