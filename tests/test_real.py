@@ -14,7 +14,8 @@ import sys
 import pytest
 import yaml
 
-from rankone.config import RunId, validate
+from rankone.checks import validate
+from rankone.config import RunId
 from rankone.data import read_split
 from rankone.io import InputError, read_json
 from rankone.paths import Layout
