@@ -1,5 +1,5 @@
 """A study's config checked against the rest of rankone and the machine: its tasks are
-registered and their params valid, its models are presets or local checkpoints, a CUDA
+registered and their params valid, so is its rollout engine, its models are presets or local checkpoints, a CUDA
 device it asks for is there, the tiny models it builds fit its methods and rollout engine,
 and its output folders can take files.
 
@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from rankone import config
 from rankone.config import SUPPORTED_HEAD_SIZES, ConfigError, StudyConfig, format_errors, lora_rank
+from rankone.engines import ENGINES
 from rankone.presets import PRESETS, TinyPreset, preset
 from rankone.tasks import TASKS, task_of
 
@@ -32,6 +33,7 @@ def validate(data: dict, source: str = "config") -> StudyConfig:
     as fields are before the rules across fields: a study naming an unknown task hears that, not
     what a rule about its task's settings makes of it."""
     tasks = data.get("tasks") if isinstance(data, dict) else None
+    checked = []
     for regime, entry in (tasks or {}).items() if isinstance(tasks, dict) else ():
         try:
             task = config.TaskConfig.model_validate(entry)
@@ -41,17 +43,20 @@ def validate(data: dict, source: str = "config") -> StudyConfig:
             _task(regime, task)
         except _Invalid as err:
             raise ConfigError(f"invalid {source}: {err}") from None
-    return check(config.validate(data, source), source)
+        checked.append((regime, task))
+    return check(config.validate(data, source), source, tasks_checked=checked)
 
 
 def load(path: str | Path) -> StudyConfig:
     return validate(config.read_yaml(path), source=f"config {str(path)!r}")
 
 
-def check(cfg: StudyConfig, source: str = "config") -> StudyConfig:
-    """`cfg`, or a ConfigError naming the first field that does not hold."""
+def check(cfg: StudyConfig, source: str = "config", tasks_checked: list = ()) -> StudyConfig:
+    """`cfg`, or a ConfigError naming the first field that does not hold (`tasks_checked`: the
+    (regime, task entry) pairs that passed `_task` already, as in `validate`)."""
     try:
-        _tasks(cfg)
+        _tasks(cfg, tasks_checked)
+        _engine(cfg)
         _device(cfg)
         _models(cfg)
         _tiny_shapes(cfg)
@@ -63,9 +68,10 @@ def check(cfg: StudyConfig, source: str = "config") -> StudyConfig:
     return cfg
 
 
-def _tasks(cfg: StudyConfig) -> None:
+def _tasks(cfg: StudyConfig, checked=()) -> None:
     for regime, task in cfg.tasks.items():
-        _task(regime, task)
+        if (regime, task) not in checked:
+            _task(regime, task)
 
 
 def _task(regime: str, task: config.TaskConfig) -> None:
@@ -82,6 +88,12 @@ def _task(regime: str, task: config.TaskConfig) -> None:
             f"task {task.name!r}: confidence is not supported on a table task (its bits-stored "
             "estimator scores the bare answer)",
         )
+
+
+def _engine(cfg: StudyConfig) -> None:
+    if cfg.rollout.engine not in ENGINES:
+        known = ", ".join(f"{name} ({engine.about})" for name, engine in ENGINES.items())
+        raise _Invalid("rollout.engine", f"unknown rollout engine {cfg.rollout.engine!r}; known: {known}")
 
 
 def _device(cfg: StudyConfig) -> None:

@@ -177,11 +177,12 @@ def cmd_status(cfg: StudyConfig, args) -> None:
 
     from rankone import status
 
-    runs = status.grid(cfg)
+    parts = sub_studies(cfg)
+    runs = status.grid(cfg, parts)
     print(tabulate(status.table(runs), headers="keys", tablefmt="simple"))
     counts = status.summary(runs)
     print(f"\n{cfg.experiment}: {len(runs)} training runs: {status.describe(counts, always=('completed',))}")
-    for part, study in sub_studies(cfg):
+    for part, study in parts:
         if study.awaits_choice:
             print(
                 f"{part.label}: its runs wait for the select stage's learning rates (capacity.learning_rates: chosen)"

@@ -105,10 +105,10 @@ class TaskConfig(Strict):
 
 
 class RolloutConfig(Strict):
-    engine: Literal["hf", "vllm"] = Field(
+    engine: str = Field(
         "hf",
-        description="Rollout engine: hf (transformers, generate's sampling loop) or vllm (vllm.LLM with live "
-        "adapters).",
+        description="Rollout engine, a name in the registry rankone.engines: hf (transformers, generate's sampling "
+        "loop) or vllm (vllm.LLM with live adapters).",
     )
     n_prompts: int = Field(128, gt=0, description="Prompts per split for the base-policy rollout statistics.")
     samples_per_prompt: int = Field(8, ge=2, description="Samples per prompt for pass@k and zero-variance share.")

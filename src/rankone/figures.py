@@ -12,17 +12,19 @@ from pathlib import Path
 import pandas as pd
 
 from rankone.config import StudyConfig, lora_rank, method_position
-from rankone.outputs import FIGURES, NEEDS_CONFIDENCE
+from rankone.outputs import FIGURES, NEEDS_CONFIDENCE, enabled_experiments
 
 
 def drawn(cfg: StudyConfig) -> list[str]:
     """The figures the report stage draws for this study: every study's, and each enabled optional
     experiment's (the levers' calibration only where the RL task states a confidence)."""
 
+    enabled = enabled_experiments(cfg)
+
     def wanted(name: str, figure) -> bool:
         if figure.experiment is None:
             return True
-        if getattr(cfg, figure.experiment) is None:
+        if figure.experiment not in enabled:
             return False
         return name not in NEEDS_CONFIDENCE or ("rl" in cfg.tasks and bool(cfg.tasks["rl"].confidence))
 

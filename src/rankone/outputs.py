@@ -161,6 +161,11 @@ def section(figure: str) -> str:
     return SECTIONS[FIGURES[figure].section]
 
 
+def enabled_experiments(cfg) -> list[str]:
+    """The optional experiments a study runs: those whose config section (cfg.<experiment>) is set."""
+    return [experiment for experiment in EXPERIMENTS if getattr(cfg, experiment) is not None]
+
+
 def experiment_tables(experiment: str) -> list[str]:
     """The tables an optional experiment's stage writes."""
     return [name for name, t in TABLES.items() if t.experiment == experiment]

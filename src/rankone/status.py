@@ -51,10 +51,13 @@ def run_state(at: Layout, run: RunId) -> str:
     return "started" if folder.is_dir() else "missing"
 
 
-def grid(cfg: StudyConfig) -> list[RunStatus]:
-    """Every training run of the study and its sub-studies (rankone.substudies), with its state."""
+def grid(cfg: StudyConfig, parts: list[tuple] | None = None) -> list[RunStatus]:
+    """Every training run of the study and its sub-studies (rankone.substudies), with its state;
+    `parts`: the (sub-study, its config) pairs where the caller has built them already."""
     at = Layout(cfg)
-    scopes = [("", cfg, at)] + [(s.label, s.study(cfg, at), s.layout(at)) for s in substudies.of(cfg)]
+    if parts is None:
+        parts = [(s, s.study(cfg, at)) for s in substudies.of(cfg)]
+    scopes = [("", cfg, at)] + [(s.label, study, s.layout(at)) for s, study in parts]
     out = []
     for label, study, where in scopes:
         if study.awaits_choice:  # its lrs, and so its runs, are not known until select has run

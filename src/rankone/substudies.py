@@ -44,9 +44,7 @@ class SubStudy:
     def waits_for_select(self, cfg: StudyConfig) -> bool:
         """Whether its runs take the lrs the select stage chose (confirmation runs, and capacity
         sub-studies with `capacity.learning_rates: chosen`)."""
-        if self.kind == "capacity":
-            return cfg.capacity is not None and cfg.capacity.learning_rates == "chosen"
-        return self.kind == "confirm"
+        return capacity_takes_select(cfg) if self.kind == "capacity" else self.kind == "confirm"
 
     def study(self, cfg: StudyConfig, at: Layout, with_runs: bool = True) -> StudyConfig:
         """Its config. A capacity sub-study that takes select's lrs lists no runs until select has
@@ -57,6 +55,12 @@ class SubStudy:
             return cfg.confirm_study(chosen(at), self.key)
         picked = with_runs and self.waits_for_select(cfg) and at.table("best_lr.csv").is_file()
         return cfg.capacity_study(int(self.key), chosen(at) if picked else None)
+
+
+def capacity_takes_select(cfg: StudyConfig) -> bool:
+    """Whether the study's capacity sub-studies run at the lrs the select stage chose
+    (`capacity.learning_rates: chosen`)."""
+    return cfg.capacity is not None and cfg.capacity.learning_rates == "chosen"
 
 
 def of(cfg: StudyConfig) -> list[SubStudy]:

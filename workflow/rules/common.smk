@@ -11,7 +11,7 @@ from rankone.checks import validate as validate_study
 from rankone.config import CELL_TEMPLATE, METHOD_REGEX, layered_files
 from rankone.figures import drawn
 from rankone.io import InputError
-from rankone.outputs import EXPERIMENTS, experiment_tables, section
+from rankone.outputs import enabled_experiments, experiment_tables, section
 from rankone.paths import Layout
 from rankone.stages import config_digest, source_digest
 
@@ -145,7 +145,7 @@ def seed_outputs(root, seeds, name):
     )
 
 
-CAPACITY_CHOSEN = substudies.SubStudy("capacity", "").waits_for_select(STUDY)
+CAPACITY_CHOSEN = substudies.capacity_takes_select(STUDY)
 
 
 def sub_study(part, runs=True):
@@ -287,8 +287,7 @@ def optional_tables():
     """Every enabled optional experiment's tables (none without their config sections)."""
     return [
         table_path(name)
-        for experiment in EXPERIMENTS
-        if getattr(STUDY, experiment) is not None
+        for experiment in enabled_experiments(STUDY)
         for name in experiment_tables(experiment)
     ]
 

@@ -10,25 +10,12 @@ CUDA) give it back until the next `sync` or `sample`.
 
 from __future__ import annotations
 
+from importlib import import_module
 from pathlib import Path
 
+from rankone.engines import ENGINES
 from rankone.models.sequences import Samples
 from rankone.rollouts.hf import HFEngine
-
-
-def _hf(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes):
-    return HFEngine(model, tokenizer, temperature, max_new_tokens, dtype)
-
-
-def _vllm(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes):
-    from rankone.rollouts.vllm import VLLMEngine  # imports vLLM only when asked for
-
-    return VLLMEngine(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes)
-
-
-# The registry, as for tasks (rankone.tasks.TASKS) and models (rankone.presets.PRESETS): a new engine
-# is one module and one line here (and its name in the config's `rollout.engine`).
-ENGINES = {"hf": _hf, "vllm": _vllm}
 
 
 def make_engine(
@@ -49,9 +36,9 @@ def make_engine(
     one vLLM engine in each process of an FSDP group)."""
     if name not in ENGINES:
         raise ValueError(f"unknown rollout engine {name!r}; known: {', '.join(ENGINES)}")
-    return ENGINES[name](
-        model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes
-    )
+    module, function = ENGINES[name].factory.split(":")
+    make = getattr(import_module(module), function)  # vLLM is imported only when a run asks for it
+    return make(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes)
 
 
 __all__ = ["ENGINES", "HFEngine", "Samples", "make_engine"]

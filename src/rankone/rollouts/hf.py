@@ -33,3 +33,8 @@ class HFEngine:
                 return sample(self.model, self.tokenizer, prompts, n, self.temperature, self.max_new_tokens, greedy)
         finally:
             self.model.train(was_training)
+
+
+def make(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes):
+    """The registry's factory (rankone.engines): the HF engine needs none of vLLM's arguments."""
+    return HFEngine(model, tokenizer, temperature, max_new_tokens, dtype)

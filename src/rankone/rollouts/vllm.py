@@ -205,3 +205,8 @@ def _whole(tensor: torch.Tensor) -> torch.Tensor:
     """The unsharded tensor: an FSDP shard (DTensor) gathered from every process (collective), else itself."""
     full = getattr(tensor, "full_tensor", None)
     return full() if full else tensor
+
+
+def make(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes):
+    """The registry's factory (rankone.engines)."""
+    return VLLMEngine(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes)
