@@ -1,6 +1,6 @@
 """A study's config checked against the rest of rankone and the machine: its tasks are
-registered and their params valid, so is its rollout engine, its models are presets or local checkpoints, a CUDA
-device it asks for is there, the tiny models it builds fit its methods and rollout engine,
+registered and their params valid, its rollout engine is registered, its models are presets
+or local checkpoints, a CUDA device it asks for is there, the tiny models it builds fit its methods and rollout engine,
 and its output folders can take files.
 
 rankone.config is the schema alone: it imports nothing else from rankone and touches no
@@ -33,7 +33,6 @@ def validate(data: dict, source: str = "config") -> StudyConfig:
     as fields are before the rules across fields: a study naming an unknown task hears that, not
     what a rule about its task's settings makes of it."""
     tasks = data.get("tasks") if isinstance(data, dict) else None
-    checked = []
     for regime, entry in (tasks or {}).items() if isinstance(tasks, dict) else ():
         try:
             task = config.TaskConfig.model_validate(entry)
@@ -43,19 +42,20 @@ def validate(data: dict, source: str = "config") -> StudyConfig:
             _task(regime, task)
         except _Invalid as err:
             raise ConfigError(f"invalid {source}: {err}") from None
-        checked.append((regime, task))
-    return check(config.validate(data, source), source, tasks_checked=checked)
+    # `tasks` is a required field, so once the schema passes, each of its entries was checked above.
+    return check(config.validate(data, source), source, tasks_checked=True)
 
 
 def load(path: str | Path) -> StudyConfig:
     return validate(config.read_yaml(path), source=f"config {str(path)!r}")
 
 
-def check(cfg: StudyConfig, source: str = "config", tasks_checked: list = ()) -> StudyConfig:
-    """`cfg`, or a ConfigError naming the first field that does not hold (`tasks_checked`: the
-    (regime, task entry) pairs that passed `_task` already, as in `validate`)."""
+def check(cfg: StudyConfig, source: str = "config", tasks_checked: bool = False) -> StudyConfig:
+    """`cfg`, or a ConfigError naming the first field that does not hold (`tasks_checked`: its
+    task entries passed `_task` already, as in `validate`)."""
     try:
-        _tasks(cfg, tasks_checked)
+        if not tasks_checked:
+            _tasks(cfg)
         _engine(cfg)
         _device(cfg)
         _models(cfg)
@@ -68,10 +68,9 @@ def check(cfg: StudyConfig, source: str = "config", tasks_checked: list = ()) ->
     return cfg
 
 
-def _tasks(cfg: StudyConfig, checked=()) -> None:
+def _tasks(cfg: StudyConfig) -> None:
     for regime, task in cfg.tasks.items():
-        if (regime, task) not in checked:
-            _task(regime, task)
+        _task(regime, task)
 
 
 def _task(regime: str, task: config.TaskConfig) -> None:

@@ -156,8 +156,7 @@ def sub_studies(cfg: StudyConfig) -> list[tuple]:
     """(sub-study, its config) of every capacity and lever sub-study, in a stable order."""
     from rankone import substudies
 
-    at = Layout(cfg)
-    return [(part, part.study(cfg, at)) for part in substudies.of(cfg)]
+    return substudies.with_configs(cfg, Layout(cfg))
 
 
 def sub_study_runs(parts: list[tuple]) -> list[tuple[str, RunId]]:

@@ -16,6 +16,13 @@ class Engine:
     factory: str  # "module:function", imported by rankone.rollouts.make_engine when a run asks for it
     about: str
 
+    def load(self):
+        """The factory function, imported now (its module imports torch, vLLM's only when called)."""
+        from importlib import import_module
+
+        module, function = self.factory.split(":")
+        return getattr(import_module(module), function)
+
 
 ENGINES = {
     "hf": Engine("rankone.rollouts.hf:make", "transformers, generate's sampling loop"),

@@ -56,7 +56,7 @@ def grid(cfg: StudyConfig, parts: list[tuple] | None = None) -> list[RunStatus]:
     `parts`: the (sub-study, its config) pairs where the caller has built them already."""
     at = Layout(cfg)
     if parts is None:
-        parts = [(s, s.study(cfg, at)) for s in substudies.of(cfg)]
+        parts = substudies.with_configs(cfg, at)
     scopes = [("", cfg, at)] + [(s.label, study, s.layout(at)) for s, study in parts]
     out = []
     for label, study, where in scopes:

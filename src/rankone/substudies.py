@@ -71,6 +71,11 @@ def of(cfg: StudyConfig) -> list[SubStudy]:
     ]
 
 
+def with_configs(cfg: StudyConfig, at: Layout) -> list[tuple[SubStudy, StudyConfig]]:
+    """(sub-study, its config) of every capacity and lever sub-study, in `of`'s order."""
+    return [(part, part.study(cfg, at)) for part in of(cfg)]
+
+
 def from_wildcards(wildcards: Mapping[str, str]) -> SubStudy | None:
     """The sub-study of a workflow job (None: the study's own)."""
     for kind in KINDS:

@@ -10,7 +10,6 @@ CUDA) give it back until the next `sync` or `sample`.
 
 from __future__ import annotations
 
-from importlib import import_module
 from pathlib import Path
 
 from rankone.engines import ENGINES
@@ -36,8 +35,7 @@ def make_engine(
     one vLLM engine in each process of an FSDP group)."""
     if name not in ENGINES:
         raise ValueError(f"unknown rollout engine {name!r}; known: {', '.join(ENGINES)}")
-    module, function = ENGINES[name].factory.split(":")
-    make = getattr(import_module(module), function)  # vLLM is imported only when a run asks for it
+    make = ENGINES[name].load()  # vLLM is imported only when a run asks for it
     return make(model, tokenizer, temperature, max_new_tokens, model_dir, rank, seed, dtype, options, processes)
 
 
