@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 
 import pytest
 import torch
@@ -32,7 +33,39 @@ from rankone.train.rl import (
 )
 from rankone.train.sft import accumulate
 
-from .conftest import real_config
+from .conftest import real_config, shared_dir
+
+# SmolLM2-135M's first 4 of its 30 layers, with its embeddings, final norm and tokenizer: on an
+# AVX2-only CPU (no bf16 matmul instructions) a bf16 step of the whole model took minutes, most of
+# it in backward. The cut model keeps what these tests rest on, the real weights' bf16 noise floor
+# (step-0 gap 1.3e-2 here, against 1e-6 in fp32), at about a seventh of the cost.
+SHORT_LAYERS = 4
+
+
+@pytest.fixture(scope="session")
+def smollm2_short(smollm2, tmp_path_factory):
+    """The converted SmolLM2 checkpoint cut to its first SHORT_LAYERS layers (config and weights),
+    written once per session beside it."""
+    from filelock import FileLock
+    from safetensors.torch import save_file
+
+    cfg, at, _ = smollm2
+    full, short = at.model("smollm2-135m"), shared_dir(tmp_path_factory, "smollm2-short")
+    with FileLock(f"{short}.lock"):
+        if not (short / "model.safetensors").is_file():
+            tmp = short.with_name(short.name + ".partial")
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(full, tmp, ignore=shutil.ignore_patterns("model.safetensors"))
+            config = json.loads((full / "config.json").read_text())
+            (tmp / "config.json").write_text(json.dumps({**config, "num_hidden_layers": SHORT_LAYERS}, indent=2))
+            kept = {
+                name: t
+                for name, t in load_file(full / "model.safetensors").items()
+                if not name.startswith("model.layers.") or int(name.split(".")[2]) < SHORT_LAYERS
+            }
+            save_file(kept, tmp / "model.safetensors", metadata={"format": "pt"})
+            tmp.rename(short)
+    return cfg, at, short
 
 
 def tensors_on_other_devices(module, args) -> list[str]:
@@ -76,11 +109,10 @@ def changed(before: dict, after: dict, keep=lambda name: True) -> int:
     return sum(int((after[k].float() != before[k].float()).sum()) for k in before if keep(k))
 
 
-def test_bf16_fullft_keeps_the_small_updates_fp32_keeps(smollm2, tmp_path):
+def test_bf16_fullft_keeps_the_small_updates_fp32_keeps(smollm2_short, tmp_path):
     """One FullFT step at lr 1e-6 in bf16 changes (nearly) as many saved weights as in fp32, norm weights
     included: fp32 master weights and Adam state. Adam on bf16 weights changed ~2% of them, no norms."""
-    cfg, at, _ = smollm2
-    model_dir = at.model("smollm2-135m")
+    cfg, at, model_dir = smollm2_short
     base = load_file(model_dir / "model.safetensors")
     run = RunId.parse("rl/smollm2-135m/fullft/lr1e-06/seed0")
     counts = {}
@@ -103,14 +135,16 @@ def test_bf16_fullft_keeps_the_small_updates_fp32_keeps(smollm2, tmp_path):
 
 
 PROMPTS = ["What is 3 + 4?", "Compute 12 * 3 and give only the number."]
-# 2 x 2 sequences of 16 tokens a step: small, because a CPU without AVX-512 has no fast bf16 matmul
-# (a bf16 linear layer ran ~100x slower than fp32 on an AVX2-only CPU, and these tests took 28 min there).
+# 2 x 2 sequences of 16 tokens a step, on the short SmolLM2: small, because a CPU without AVX-512 has no
+# fast bf16 matmul (a bf16 linear layer ran ~100x slower than fp32 on an AVX2-only CPU, and on the whole
+# model these tests took 28 min there, 16 min of CI's 30 on another).
 TOKENS = 16
 
 
 def rl_steps(policy, engine, fresh: Freshness, steps: int, lr: float, sync: bool, G: int = 2) -> list[float]:
     """Policy-gradient steps as the trainer takes them (coin rewards, so every group has signal),
-    each checked for freshness before the update; `sync=False` never hands the update to the engine."""
+    each checked for freshness before the update (the last step's gap only: no step sees its update);
+    `sync=False` never hands the update to the engine."""
     optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=lr)
     gaps = []
     for step in range(steps):
@@ -123,6 +157,8 @@ def rl_steps(policy, engine, fresh: Freshness, steps: int, lr: float, sync: bool
         mask_B_C = s.completion_mask_B_C.float()
         gaps.append(sampler_gap(learner_B_C, s.sampler_logprobs_B_C, mask_B_C)[0])
         fresh.check(gaps[-1], f"step {step}")
+        if step == steps - 1:  # no step follows to see this update: skip its backward (the costly part in bf16)
+            break
         advantages_P_G, keep_P = group_advantages((torch.arange(len(PROMPTS) * G) % 2).float().view(-1, G))
         policy_gradient_loss(learner_B_C, s.sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P).backward()
         optimizer.step()
@@ -161,9 +197,8 @@ def assert_freshness_holds_in_bf16(make, model_dir, method: str):
     )  # pytest -s shows them (the README's numbers)
 
 
-def test_freshness_check_holds_in_bf16_with_the_hf_engine(smollm2):
-    cfg, at, _ = smollm2
-    model_dir = at.model("smollm2-135m")
+def test_freshness_check_holds_in_bf16_with_the_hf_engine(smollm2_short):
+    cfg, at, model_dir = smollm2_short
     tokenizer = load_tokenizer(model_dir)
 
     def make(policy):  # the engine samples a copy frozen at step 0 until a sync hands it the live policy
@@ -172,10 +207,9 @@ def test_freshness_check_holds_in_bf16_with_the_hf_engine(smollm2):
     assert_freshness_holds_in_bf16(make, model_dir, "fullft")
 
 
-def test_freshness_check_holds_in_bf16_with_vllm(smollm2):
+def test_freshness_check_holds_in_bf16_with_vllm(smollm2_short):
     pytest.importorskip("vllm")
-    cfg, at, _ = smollm2
-    model_dir = at.model("smollm2-135m")
+    cfg, at, model_dir = smollm2_short
     tokenizer = load_tokenizer(model_dir)
     engines = []
 

@@ -102,7 +102,7 @@ def test_tinylora_needs_its_own_grid_and_the_hf_engine():
         "lora-r1",
         "fullft",
     ]
-    assert method_label("tinylora-u13") == "TinyLoRA u=13" and method_label("lora-r4-mlp") == "rank 4"
+    assert method_label("tinylora-u13") == "TinyLoRA u=13" and method_label("lora-r4-mlp") == "rank 4 mlp-only"
     with pytest.raises(ConfigError, match="cannot serve TinyLoRA"):
         validate(
             smoke_dict(methods=["fullft", "tinylora-u4"], levers=None, learning_rates=grids, rollout={"engine": "vllm"})

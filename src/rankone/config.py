@@ -959,11 +959,15 @@ def method_position(method: str) -> float:
 
 
 def method_label(method: str) -> str:
-    """How the report names a method: FullFT, rank <r>, TinyLoRA u=<u>."""
+    """How the report names a method: FullFT, rank <r> (with its layer scope: rank 1 attention-only),
+    TinyLoRA u=<u>."""
     kind = method_kind(method)
     if kind == "fullft":
         return "FullFT"
-    return f"rank {lora_rank(method)}" if kind == "lora" else f"TinyLoRA u={tinylora_size(method)}"
+    if kind == "tinylora":
+        return f"TinyLoRA u={tinylora_size(method)}"
+    scope = _method(method)[3]
+    return f"rank {lora_rank(method)}" + (f" {SCOPES[scope]}-only" if scope else "")
 
 
 def lr_tag(lr: float) -> str:

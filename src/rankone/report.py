@@ -512,7 +512,8 @@ def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame, judged: pd.DataFrame
         g = by_method(g)
         first = g.iloc[0]
         sentence = (
-            f"**{NAMES[regime]} · {model}** ({SCORE_LABELS[regime]} on test, {first.seeds} seeds, "
+            f"**{NAMES[regime]} · {model}** ({SCORE_LABELS[regime]} on test, {first.seeds} "
+            f"seed{'s' * (first.seeds != 1)}, "
             f"margin ±{first.margin:g}): " + "; ".join(verdict_phrase(r) for r in g.itertuples()) + "."
         )
         greedy = by_method(
