@@ -513,7 +513,7 @@ def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame, judged: pd.DataFrame
         first = g.iloc[0]
         sentence = (
             f"**{NAMES[regime]} · {model}** ({SCORE_LABELS[regime]} on test, {first.seeds} "
-            f"seed{'s' * (first.seeds != 1)}, "
+            f"seed{'' if first.seeds == 1 else 's'}, "
             f"margin ±{first.margin:g}): " + "; ".join(verdict_phrase(r) for r in g.itertuples()) + "."
         )
         greedy = by_method(
