@@ -811,8 +811,7 @@ class StudyConfig(Grid):
 
     def scope(self, method: str) -> str:
         """Which linear layers a LoRA method adapts: its -attn/-mlp suffix, else lora.target_modules."""
-        suffix = METHOD_PATTERN.match(method)[3]  # None for fullft, tinylora and all-linear LoRA
-        return SCOPES[suffix] if suffix else self.lora.target_modules
+        return lora_scope(method) or self.lora.target_modules
 
     def adapted_shapes(self, method: str = "lora-r1") -> dict[str, tuple[int, int]]:
         """(d_in, d_out) of the linear layers in one block that `method` adapts."""
@@ -939,6 +938,13 @@ def lora_rank(method: str) -> int | None:
     return int(m[2]) if m[2] else None
 
 
+def lora_scope(method: str) -> str | None:
+    """A LoRA method's layer scope from its -attn/-mlp suffix ('attention', 'mlp'); None for
+    fullft, tinylora and all-linear LoRA."""
+    suffix = _method(method)[3]
+    return SCOPES[suffix] if suffix else None
+
+
 def tinylora_size(method: str) -> int | None:
     """A TinyLoRA method's u (entries of its trainable vector); None otherwise."""
     m = _method(method)
@@ -966,8 +972,8 @@ def method_label(method: str) -> str:
         return "FullFT"
     if kind == "tinylora":
         return f"TinyLoRA u={tinylora_size(method)}"
-    scope = _method(method)[3]
-    return f"rank {lora_rank(method)}" + (f" {SCOPES[scope]}-only" if scope else "")
+    scope = lora_scope(method)
+    return f"rank {lora_rank(method)}" + (f" {scope}-only" if scope else "")
 
 
 def lr_tag(lr: float) -> str:
