@@ -61,6 +61,12 @@ BAD = [
     ({"models": ["gpt-tiny"]}, "unknown model 'gpt-tiny'"),
     ({"tasks": {"rl": {"name": "chess"}, "sft": {"name": "facts"}}}, "unknown task 'chess'"),
     ({"rollout": {"engine": "sglang"}}, "rollout.engine"),
+    ({"rl": {"baseline": "median"}}, "rl.baseline: unknown baseline 'median'; known: group .*; batch .*; fixed .*; running"),
+    ({"rl": {"loss": "kl"}}, "rl.loss: unknown loss 'kl'; known: pg .*; grpo .*; dapo .*; ppo"),
+    (
+        {"levers": {"variants": {"ppo": {"loss": "ppo2"}}, "methods": ["lora-r1"], "seeds": [0]}},
+        "levers.variants.ppo.loss: unknown loss 'ppo2'",
+    ),
     ({"methods": ["fullft", "lora-r128"], "levers": None}, "rank 128 is larger than the narrowest adapted layer"),
     ({"methods": ["qlora"]}, "unknown method 'qlora'"),
     ({"methods": ["lora-r1-embed"]}, "unknown method 'lora-r1-embed'"),

@@ -21,13 +21,14 @@ from rankone.models.load import load_base, load_tokenizer, make_policy
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
 from rankone.rollouts import make_engine
 from rankone.train import TRAINERS
-from rankone.train.common import Run
-from rankone.train.rl import (
+from rankone.train.batch import Batch, Round
+from rankone.train.learner import Learner
+from rankone.train.pg import (
     Freshness,
+    ImportanceSampledPG,
     StaleSamplerError,
     group_advantages,
     importance_ratio,
-    micro_batch_backward,
     policy_gradient_loss,
     sampler_gap,
 )
@@ -273,7 +274,7 @@ def test_micro_batches_accumulate_the_whole_steps_gradients(study, tmp_path, met
     whole batch's, fp32, to 1e-6 relative."""
     cfg, at = study
     run = RunId.parse(f"sft/qwen3-tiny/{method}/lr0.01/seed0")
-    ctx = Run.start(cfg, run, at.model("qwen3-tiny"), tmp_path / "sft")
+    ctx = Learner.start(cfg, run, at.model("qwen3-tiny"))
     with torch.no_grad():  # a trained-looking adapter, so lora_A gets gradients too
         for name, p in ctx.policy.named_parameters():
             if "lora_B" in name:
@@ -288,8 +289,8 @@ def test_micro_batches_accumulate_the_whole_steps_gradients(study, tmp_path, met
     engine = make_engine("hf", ctx.policy, ctx.tokenizer, 1.0, 5)
     torch.manual_seed(0)
     s = engine.sample(["3+4=", "12+30=", "7+8=", "1+1="], 4)
-    G = 4
-    advantages_P_G, keep_P = group_advantages(torch.tensor([[1.0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 1, 0], [0, 0, 0, 1]]))
+    rewards_P_G = torch.tensor([[1.0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 1, 0], [0, 0, 0, 1]])
+    advantages_P_G, keep_P = group_advantages(rewards_P_G)
     mask_B_C = s.completion_mask_B_C.float()
 
     def logprobs(rows):
@@ -303,9 +304,9 @@ def test_micro_batches_accumulate_the_whole_steps_gradients(study, tmp_path, met
 
     policy_gradient_loss(logprobs(slice(None)), s.sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P).backward()
     whole = grads(ctx.policy)
-    episodes = keep_P.repeat_interleave(G).float().sum()
-    # slices of 3 rows cut across groups of 4
-    micro_batch_backward(logprobs, s.sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P, 3, episodes)
+    # slices of 3 rows cut across groups of 4, through the trainer's own backward
+    batch = Batch([Round(s, rewards_P_G.view(-1), rewards_P_G.view(-1), advantages_P_G, keep_P)], 1.0)
+    batch.backward(ctx, ImportanceSampledPG(), 3)
     assert_close_grads(whole, grads(ctx.policy))
 
 
@@ -354,9 +355,7 @@ def test_gradient_checkpointing_gives_the_same_loss_and_gradients(study, tmp_pat
     batch = evaluate.read_split(at.data("sft"), "train")[:8]
     out = []
     for on in (False, True):
-        ctx = Run.start(
-            cfg.model_copy(update={"gradient_checkpointing": on}), run, at.model("qwen3-tiny"), tmp_path / str(on)
-        )
+        ctx = Learner.start(cfg.model_copy(update={"gradient_checkpointing": on}), run, at.model("qwen3-tiny"))
         assert ctx.policy.is_gradient_checkpointing == on
         loss, _ = accumulate(ctx, batch, None)
         out.append((float(loss), grads(ctx.policy)))

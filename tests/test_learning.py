@@ -17,7 +17,7 @@ from rankone.models.load import load_base, load_policy, make_policy
 from rankone.models.sequences import completion_logprobs
 from rankone.rollouts import make_engine
 from rankone.train import TRAINERS
-from rankone.train.rl import group_advantages, policy_gradient_loss
+from rankone.train.pg import group_advantages, policy_gradient_loss
 
 G = 4
 

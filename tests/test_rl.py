@@ -6,7 +6,8 @@ from rankone.models.load import load_base, make_policy
 from rankone.models.sequences import completion_logprobs
 from rankone.rollouts import make_engine
 from rankone.tasks.arithmetic import Arithmetic
-from rankone.train.rl import group_advantages, importance_ratio, training_rewards
+from rankone.train.pg import group_advantages, importance_ratio
+from rankone.train.rl import training_rewards
 
 
 def test_advantages_are_group_centred_without_std():

@@ -11,7 +11,7 @@ import yaml
 
 from rankone.config import RunId, layer, layered_files, validate
 from rankone.stages import STAGES, config_digest, lineage_sections, upstream
-from rankone.train.common import Run
+from rankone.train import folder
 from tests.conftest import ROOT
 
 DEFAULT = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
@@ -103,7 +103,7 @@ def test_checkpoint_identity_covers_everything_training_depends_on(tmp_path):
     run = RunId.parse("rl/qwen3-tiny/lora-r1/lr0.001/seed0")
 
     def identity(data: dict) -> dict:
-        return Run(validate(data), run, tmp_path, model_dir, None, None, None, None).identity()
+        return folder.identity(validate(data), run, model_dir)
 
     base = identity(DEFAULT)
     for field, value in [

@@ -8,7 +8,7 @@ import pytest
 from rankone.config import RunId
 from rankone.io import read_json
 from rankone.train import TRAINERS
-from rankone.train.rl import StaleSamplerError
+from rankone.train.pg import StaleSamplerError
 
 
 def train_once(study, run, out_dir, cfg=None):

@@ -7,7 +7,7 @@ import torch
 
 from rankone.models.load import load_base, make_policy
 from rankone.models.sequences import completion_logprobs, sample
-from rankone.train.rl import StaleSamplerError, check_fresh, group_advantages, policy_gradient_loss, sampler_gap
+from rankone.train.pg import StaleSamplerError, check_fresh, group_advantages, policy_gradient_loss, sampler_gap
 
 pytest.importorskip("vllm")
 

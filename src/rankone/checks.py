@@ -1,5 +1,5 @@
 """A study's config checked against the rest of rankone and the machine: its tasks are
-registered and their params valid, its rollout engine is registered, its models are presets
+registered and their params valid, its rollout engine, RL baseline and RL loss are registered, its models are presets
 or local checkpoints, a CUDA device it asks for is there, the tiny models it builds fit its methods and rollout engine,
 and its output folders can take files.
 
@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from rankone import config
 from rankone.config import SUPPORTED_HEAD_SIZES, ConfigError, StudyConfig, format_errors, lora_rank
 from rankone.engines import ENGINES
+from rankone.objectives import BASELINES, LOSSES
 from rankone.presets import PRESETS, TinyPreset, preset
 from rankone.tasks import TASKS, task_of
 
@@ -57,6 +58,7 @@ def check(cfg: StudyConfig, source: str = "config", tasks_checked: bool = False)
         if not tasks_checked:
             _tasks(cfg)
         _engine(cfg)
+        _objectives(cfg)
         _device(cfg)
         _models(cfg)
         _tiny_shapes(cfg)
@@ -93,6 +95,18 @@ def _engine(cfg: StudyConfig) -> None:
     if cfg.rollout.engine not in ENGINES:
         known = ", ".join(f"{name} ({engine.about})" for name, engine in ENGINES.items())
         raise _Invalid("rollout.engine", f"unknown rollout engine {cfg.rollout.engine!r}; known: {known}")
+
+
+def _objectives(cfg: StudyConfig) -> None:
+    """rl.baseline and rl.loss, in the study and in each lever that sets them, are registered names."""
+    sections = {"rl": cfg.rl.model_dump()}
+    if cfg.levers is not None:
+        sections |= {f"levers.variants.{name}": changes for name, changes in cfg.levers.variants.items()}
+    for where, rl in sections.items():
+        for field, registry in (("baseline", BASELINES), ("loss", LOSSES)):
+            if field in rl and rl[field] not in registry:
+                known = "; ".join(f"{name} ({choice.about})" for name, choice in registry.items())
+                raise _Invalid(f"{where}.{field}", f"unknown {field} {rl[field]!r}; known: {known}")
 
 
 def _device(cfg: StudyConfig) -> None:

@@ -233,6 +233,15 @@ def cmd_plan(files: list[str], scaling: bool) -> int:
     return 1 if bad else 0
 
 
+def config_reference() -> str:
+    """docs/config.md: every field of the schema, and the names the registered fields know."""
+    from rankone.configdoc import markdown
+    from rankone.engines import ENGINES
+    from rankone.objectives import BASELINES, LOSSES
+
+    return markdown(json_schema(), {"rollout.engine": ENGINES, "rl.baseline": BASELINES, "rl.loss": LOSSES})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rankone", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -344,9 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         follow_launcher()
     setup_logging(quiet=launched() and os.environ.get("RANK", "0") != "0")  # one process of a group logs
     if args.command == "schema" and args.markdown:
-        from rankone.configdoc import markdown
-
-        sys.stdout.write(markdown(json_schema()))
+        sys.stdout.write(config_reference())
         return 0
     if args.command == "schema":
         yaml.safe_dump(json_schema(), sys.stdout, sort_keys=False)

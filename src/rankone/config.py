@@ -192,6 +192,34 @@ class RLConfig(Strict):
         description="Calibration lever: add -calibration_alpha * (p - y)^2 (a Brier term; p the stated confidence, y "
         "whether the answer is right) to the training reward. Needs tasks.rl.confidence; 0 turns it off.",
     )
+    baseline: str = Field(
+        "group",
+        description="What advantages are measured from: a name in the registry rankone.objectives.BASELINES (group, "
+        "batch, fixed, running; the config reference lists what each is).",
+    )
+    baseline_value: float = Field(
+        0.5, description="The fixed baseline's value (baseline fixed); the running mean's value before its first step."
+    )
+    baseline_decay: float = Field(
+        0.9,
+        ge=0,
+        lt=1,
+        description="baseline running: the weight of the old value when a step's mean reward updates the running mean.",
+    )
+    loss: str = Field(
+        "pg",
+        description="The loss the update minimises: a name in the registry rankone.objectives.LOSSES (pg, grpo, dapo, "
+        "ppo; the config reference lists what each is).",
+    )
+    clip_epsilon: float = Field(
+        0.2, gt=0, lt=1, description="loss ppo: the ratio is clipped to [1 - clip_epsilon, 1 + clip_epsilon]."
+    )
+    epochs: int = Field(
+        1,
+        gt=0,
+        description="Optimizer steps per batch of rollouts, each a pass over the whole batch (PPO's epochs; past the "
+        "first the ratio moves off 1, which only loss ppo clips). The freshness check reads the first pass.",
+    )
 
     @model_validator(mode="after")
     def _micro_batch_divides(self) -> RLConfig:

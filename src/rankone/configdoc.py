@@ -18,8 +18,10 @@ writes a config with every default filled in.
 """
 
 
-def markdown(schema: dict) -> str:
-    """Every field of the schema: top-level fields in one table, then one table per section."""
+def markdown(schema: dict, registries: dict[str, dict] | None = None) -> str:
+    """Every field of the schema: top-level fields in one table, then one table per section, then for
+    each field whose value is a name looked up in a registry (`registries`: dotted field -> {name: an
+    entry with an `about`}), the names it knows and what each is."""
     defs = schema.get("$defs", {})
     out = [HEADER, "## Top level", "", *_table(schema, defs)]
     for name, prop in schema["properties"].items():
@@ -31,7 +33,18 @@ def markdown(schema: dict) -> str:
         target = defs[name]
         if "properties" in target and target.get("title") not in shown:
             out += ["", f"## `{name}`", "", *_describe({}, target), *_table(target, defs)]
+    if registries:
+        out += ["", "## Names looked up in registries", "", REGISTRIES]
+        for field, registry in registries.items():
+            out += ["", f"### `{field}`", "", "| name | what |", "| --- | --- |"]
+            out += [f"| `{key}` | {_one_line(entry.about)} |" for key, entry in registry.items()]
     return "\n".join(out) + "\n"
+
+
+REGISTRIES = (
+    "These fields take a name that a registry of rankone's knows; a config naming another fails at load "
+    "with the known names. A new entry is one module (or class) and one line in the registry."
+)
 
 
 def _refs(node, defs: dict, seen: set | None = None) -> set[str]:

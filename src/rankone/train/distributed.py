@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 import torch
 
-from rankone.io import InputError, log
+from rankone.device import resolve
+from rankone.io import InputError, log, seed_everything
 from rankone.launcher import launched
 
 
@@ -97,9 +98,13 @@ class Group:
         return self.rank == 0
 
     @classmethod
-    def join(cls, device: torch.device) -> Group:
-        """One process: the device as given. Under torchrun: join the group (NCCL on CUDA, gloo on the
-        CPU); on CUDA each process takes the GPU of its local rank."""
+    def join(cls, device: str, seed: int, threads: int) -> Group:
+        """This process, set up to train a run: its RNGs seeded and its thread count fixed (every process
+        of a run alike), on config `device` (rankone.device.resolve). One process: that device. Under
+        torchrun: join the group (NCCL on CUDA, gloo on the CPU); on CUDA each process takes the GPU of
+        its local rank."""
+        seed_everything(seed, threads)
+        device = resolve(device)
         if not launched() or int(os.environ["WORLD_SIZE"]) == 1:
             return cls(device=device)
         import torch.distributed as dist

@@ -1,4 +1,5 @@
-"""What the RL and SFT trainers share: setting a run up, checkpoints, writing outputs.
+"""A run's folder: what a run has done so far (`RunState`), resuming it, checkpoints,
+snapshots and the finished outputs, for the RL and SFT trainers alike.
 
 A run folder holds `metrics.jsonl` (one line per step, byte-reproducible),
 `timings.jsonl` (seconds per step), `weights/` (the adapter or the full model,
@@ -24,31 +25,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-import torch
-
-from rankone.config import RunId, StudyConfig, method_kind, tail_steps
-from rankone.io import (
-    InputError,
-    atomic_path,
-    log,
-    provenance,
-    read_json,
-    seed_everything,
-    sha256_file,
-    write_json,
-    write_jsonl,
-)
-from rankone.device import autocast, resolve
-from rankone.models.load import load_base, make_policy, trainable_parameters
+from rankone.config import RunId, StudyConfig, tail_steps
+from rankone.io import InputError, atomic_path, log, provenance, read_json, sha256_file, write_json, write_jsonl
+from rankone.models.load import trainable_parameters
 from rankone.paths import SNAPSHOTS, snapshot
-from rankone.train.distributed import Group
+from rankone.train.learner import Learner
 
 CHECKPOINT, PREVIOUS = "checkpoint", "checkpoint.prev"
 
@@ -72,80 +59,65 @@ def progress(desc: str, total: int, initial: int, unit: str):
 
 
 @dataclass
-class Run:
+class RunState:
+    """What a run has done so far, checkpointed whole: one metrics line per step (deterministic: same
+    config and seed, same bytes) and its wall-clock seconds, kept apart. A trainer with running totals
+    subclasses it (rankone.train.rl.RLState); they are written into run.json."""
+
+    metrics: list[dict] = field(default_factory=list)
+    timings: list[dict] = field(default_factory=list)
+
+    @property
+    def step(self) -> int:
+        """Steps done: the next step's number."""
+        return len(self.metrics)
+
+    def totals(self) -> dict:
+        """The trainer's running totals (every field but the per-step lists)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("metrics", "timings")}
+
+    def record(self, metrics: dict, timings: dict) -> None:
+        self.metrics.append(metrics)
+        self.timings.append(timings)
+
+
+def identity(cfg: StudyConfig, run: RunId, model_dir: Path) -> dict:
+    """What a checkpoint must match to be resumed: the run, every config section training
+    depends on through its upstream stages (rankone.stages), the trainer's code and the
+    base model it started from."""
+    from rankone.stages import config_digest, source_digest
+
+    return {
+        "run": run.path,
+        "config": config_digest(cfg, "train", run.regime, lineage=True),
+        "code": source_digest("train"),
+        "base_model": sha256_file(Path(model_dir) / "rankone.json"),
+    }
+
+
+@dataclass
+class RunFolder:
+    """One run's folder and the state it holds: opened (resumed from the newest usable checkpoint),
+    checkpointed and snapshotted after steps, finished with run.json written last."""
+
     cfg: StudyConfig
     run: RunId
     out_dir: Path
-    model_dir: Path
-    policy: torch.nn.Module
-    tokenizer: object
-    optimizer: torch.optim.Optimizer
-    device: torch.device
-    group: Group = field(default_factory=Group)  # the processes training this run (one, or FSDP's shards)
+    learner: Learner
+    state: RunState
+    identity: dict
     started: float = field(default_factory=time.time)
-    metrics: list[dict] = field(default_factory=list)  # deterministic: same config + seed, same bytes
-    timings: list[dict] = field(default_factory=list)  # wall-clock seconds per step, kept apart
-    state: dict = field(default_factory=dict)  # trainer's running totals, checkpointed with the rest
 
     @classmethod
-    def start(cls, cfg: StudyConfig, run: RunId, model_dir: Path, out_dir: Path) -> Run:
-        started = time.time()
-        seed_everything(run.seed, cfg.threads)
-        group = Group.join(resolve(cfg.device))
-        device = group.device
-        if group.size > 1 and method_kind(run.method) != "fullft":
-            raise InputError(
-                f"{run.path}: {group.size} processes, but only FullFT is sharded (FSDP); "
-                "LoRA and TinyLoRA train on one device"
-            )
-        # bf16: only a LoRA base, which never trains, is held in bf16; FullFT's weights (and TinyLoRA's
-        # base, which it takes an SVD of) stay fp32 masters, and forwards run under autocast (compute()).
-        dtype = cfg.dtype if method_kind(run.method) == "lora" else "float32"
-        model, tokenizer = load_base(model_dir, dtype, device)
-        if cfg.gradient_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        policy = group.shard(make_policy(model, run.method, cfg.lora, cfg.scope(run.method)))
-        policy.train()
-        # Constant learning rate, no warmup, no weight decay: as in the original runs.
-        optimizer = torch.optim.Adam(cls._trainable(policy), lr=run.lr, foreach=True)
-        log.info(
-            "%s: %d trainable parameters on %s (%s weights, %s compute)%s",
-            run.path,
-            trainable_parameters(policy),
-            device,
-            dtype,
-            cfg.dtype,
-            f", FSDP over {group.size} processes" if group.size > 1 else "",
-        )
-        ctx = cls(cfg, run, out_dir, Path(model_dir), policy, tokenizer, optimizer, device, group, started)
-        ctx._resume()
-        return ctx
-
-    def replica(self) -> torch.nn.Module:
-        """An unsharded, frozen FullFT policy (fp32 weights, as the learner's) on this process's device:
-        FSDP's process 0 samples from it (rankone.train.distributed.GroupEngine)."""
-        return load_base(self.model_dir, "float32", self.device)[0].requires_grad_(False)
-
-    @staticmethod
-    def _trainable(policy) -> list[torch.nn.Parameter]:
-        return [p for p in policy.parameters() if p.requires_grad]
+    def open(cls, cfg: StudyConfig, run: RunId, model_dir: Path, out_dir: Path, learner: Learner, state: RunState):
+        """The run's folder, resumed into `learner` and `state` from its newest usable checkpoint."""
+        folder = cls(cfg, run, out_dir, learner, state, identity(cfg, run, model_dir))
+        folder._resume()
+        return folder
 
     @property
-    def start_step(self) -> int:
-        return len(self.metrics)
-
-    def identity(self) -> dict:
-        """What a checkpoint must match to be resumed: the run, every config section training
-        depends on through its upstream stages (rankone.stages), the trainer's code and the
-        base model it started from."""
-        from rankone.stages import config_digest, source_digest
-
-        return {
-            "run": self.run.path,
-            "config": config_digest(self.cfg, "train", self.run.regime, lineage=True),
-            "code": source_digest("train"),
-            "base_model": sha256_file(self.model_dir / "rankone.json"),
-        }
+    def group(self):
+        return self.learner.group
 
     def _resume(self) -> None:
         for name in (CHECKPOINT, PREVIOUS):
@@ -154,7 +126,7 @@ class Run:
                 continue
             try:
                 saved = read_json(folder / "state.json")
-                if saved["identity"] != self.identity():
+                if saved["identity"] != self.identity:
                     log.warning(
                         "%s: ignoring %s/: it was written for another config, code or base model", self.run.path, name
                     )
@@ -182,7 +154,7 @@ class Run:
                     f"{self.group.size}; resume it with --processes {processes} (or the gpu resource it had), or "
                     f"delete {self.out_dir / name} to start over. Nothing was overwritten."
                 )
-            log.info("%s: resumed from step %d (%s/)", self.run.path, self.start_step, name)
+            log.info("%s: resumed from step %d (%s/)", self.run.path, self.state.step, name)
             return
         if any(self.out_dir.glob("checkpoint*")):  # there were some, none usable
             log.warning("%s: no usable checkpoint; starting from step 0", self.run.path)
@@ -191,40 +163,46 @@ class Run:
         """Read every file first, then apply: a checkpoint that fails halfway changes nothing."""
         from safetensors.torch import load_file
 
+        policy = self.learner.policy
         params, tensors = load_file(folder / "weights.safetensors"), load_file(folder / "optimizer.safetensors")
-        trainable = {n for n, p in self.policy.named_parameters() if p.requires_grad}
+        trainable = {n for n, p in policy.named_parameters() if p.requires_grad}
         if set(params) != trainable:
             raise ValueError(f"its weights are not this policy's trainable parameters ({len(params)} tensors)")
         state: dict[int, dict] = {}
         for key, value in tensors.items():
             index, name = key.split(".", 1)
             state.setdefault(int(index), {})[name] = value
-        metrics, timings, run_state = saved["metrics"], saved["timings"], saved["state"]
-        self.group.load(self.policy, self.optimizer, params, {"state": state, "param_groups": saved["param_groups"]})
-        self.metrics, self.timings, self.state = metrics, timings, run_state
+        run_state = type(self.state)(**saved["state"])
+        self.group.load(policy, self.learner.optimizer, params, {"state": state, "param_groups": saved["param_groups"]})
+        self.state = run_state
 
-    def checkpoint(self, every: int, total: int) -> None:
-        """After a step: every `every` steps (not the last), save everything needed to resume."""
+    def after_step(self, every: int, total: float, steps: int) -> None:
+        """After a step: the checkpoint every `every` steps (not after the last of `total`), and the
+        snapshot at each late checkpoint of `steps` (evaluate.at)."""
+        self._checkpoint(every, total)
+        self._snapshot(steps)
+
+    def _checkpoint(self, every: int, total: float) -> None:
+        """Save everything needed to resume, atomically."""
         from safetensors.torch import save_file
 
-        done = len(self.metrics)
+        done = self.state.step
         if done % every or done >= total:
             return
-        trainable = {n for n, p in self.policy.named_parameters() if p.requires_grad}
-        params = self.group.model_state(self.policy, trainable)
-        optim = self.group.optimizer_state(self.policy, self.optimizer)
+        policy = self.learner.policy
+        trainable = {n for n, p in policy.named_parameters() if p.requires_grad}
+        params = self.group.model_state(policy, trainable)
+        optim = self.group.optimizer_state(policy, self.learner.optimizer)
         if not self.group.main:
             return
         tensors = {
             f"{i}.{name}": value.contiguous() for i, slots in optim["state"].items() for name, value in slots.items()
         }
         saved = {
-            "identity": self.identity(),
+            "identity": self.identity,
             "processes": self.group.size,
             "param_groups": optim["param_groups"],
-            "metrics": self.metrics,
-            "timings": self.timings,
-            "state": self.state,
+            "state": asdict(self.state),
         }
         tmp, current = self.out_dir / f".{CHECKPOINT}.new", self.out_dir / CHECKPOINT
         _remove_tree(tmp)
@@ -237,29 +215,17 @@ class Run:
             os.replace(current, self.out_dir / PREVIOUS)
         os.replace(tmp, current)
 
-    def snapshot(self, steps: int) -> None:
-        """After a step: at each late checkpoint (evaluate.at of `steps`) before the last, save the
-        weights as `weights/` will hold them, atomically, for the evaluate stage's tail score."""
-        done = len(self.metrics)
+    def _snapshot(self, steps: int) -> None:
+        """At each late checkpoint (evaluate.at of `steps`) before the last, save the weights as
+        `weights/` will hold them, atomically, for the evaluate stage's tail score."""
+        done = self.state.step
         if done < steps and done in tail_steps(self.cfg.evaluate.at, steps):
             self._save_pretrained(snapshot(self.out_dir, done))
 
     def _save_pretrained(self, folder: Path) -> None:
         """The policy's save_pretrained into `folder`, atomically (every process takes part)."""
         with atomic_path(folder) if self.group.main else contextlib.nullcontext(None) as tmp:
-            self.group.save_pretrained(self.policy, tmp)
-
-    def compute(self):
-        """The precision every forward of the policy runs in (rankone.device.autocast)."""
-        return autocast(self.device, self.cfg.dtype)
-
-    def step_optimizer(self) -> float:
-        """Step on the gradients the step's backward passes accumulated, then clear them; returns the
-        gradient norm."""
-        grad_norm = self.group.scalar(torch.nn.utils.clip_grad_norm_(self._trainable(self.policy), float("inf")))
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return grad_norm
+            self.group.save_pretrained(self.learner.policy, tmp)
 
     def finish(self, status: str, extra: dict | None = None) -> dict:
         """Write metrics and weights, then run.json last (the completion marker)."""
@@ -275,28 +241,24 @@ class Run:
             "lr": self.run.lr,
             "seed": self.run.seed,
             "status": status,
-            "steps_completed": len(self.metrics),
-            "trainable_parameters": trainable_parameters(self.policy),
-            "train_seconds": round(sum(t["seconds"] for t in self.timings), 2),
-            **self.state,
+            "steps_completed": self.state.step,
+            "trainable_parameters": trainable_parameters(self.learner.policy),
+            "train_seconds": round(sum(t["seconds"] for t in self.state.timings), 2),
+            **self.state.totals(),
             **(extra or {}),
             "provenance": provenance(self.cfg, "train", self.run.seed, self.started, self.run.regime),
             "resolved_config": self.cfg.model_dump(mode="json"),
         }
         if not self.group.main:
             return info
-        write_jsonl(self.out_dir / "metrics.jsonl", self.metrics)
-        write_jsonl(self.out_dir / "timings.jsonl", self.timings)
+        write_jsonl(self.out_dir / "metrics.jsonl", self.state.metrics)
+        write_jsonl(self.out_dir / "timings.jsonl", self.state.timings)
         (self.out_dir / SNAPSHOTS).mkdir(parents=True, exist_ok=True)  # a Snakemake output, empty where none fell
         write_json(self.out_dir / "run.json", info)
         _remove_tree(self.out_dir / f".{CHECKPOINT}.new")
         for name in (CHECKPOINT, PREVIOUS):  # set-aside unreadable ones stay
             _discard(self.out_dir / name)
         return info
-
-
-def diverged(loss: float) -> bool:
-    return not math.isfinite(loss)
 
 
 def _set_aside(folder: Path) -> Path:
