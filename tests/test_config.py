@@ -61,7 +61,10 @@ BAD = [
     ({"models": ["gpt-tiny"]}, "unknown model 'gpt-tiny'"),
     ({"tasks": {"rl": {"name": "chess"}, "sft": {"name": "facts"}}}, "unknown task 'chess'"),
     ({"rollout": {"engine": "sglang"}}, "rollout.engine"),
-    ({"rl": {"baseline": "median"}}, "rl.baseline: unknown baseline 'median'; known: group .*; batch .*; fixed .*; running"),
+    (
+        {"rl": {"baseline": "median"}},
+        "rl.baseline: unknown baseline 'median'; known: group .*; batch .*; fixed .*; running",
+    ),
     ({"rl": {"loss": "kl"}}, "rl.loss: unknown loss 'kl'; known: pg .*; grpo .*; dapo .*; ppo"),
     (
         {"levers": {"variants": {"ppo": {"loss": "ppo2"}}, "methods": ["lora-r1"], "seeds": [0]}},

@@ -179,3 +179,41 @@ def test_each_loss_makes_rewarded_completions_likelier(study, name):
         batch.backward(learner, loss, None)
         learner.update()
     assert preference() > before + 0.5
+
+
+class Crash(BaseException):
+    """Stands for a kill: nothing after it runs."""
+
+
+def test_a_resumed_run_continues_the_running_baseline_where_it_stopped(study, tmp_path, monkeypatch):
+    """The running mean is part of the run's checkpointed state: a run killed after its step-2
+    checkpoint and rerun ends with the bytes of an uninterrupted one."""
+    from rankone.config import RunId, validate
+    from rankone.train import TRAINERS, rl
+    from tests.conftest import smoke_dict
+
+    base, at = study
+    section = {"steps": 4, "checkpoint_every": 2, "log_every": 4, "baseline": "running", "baseline_decay": 0.5}
+    cfg = validate(smoke_dict(results_dir=base.results_dir, experiment=base.experiment, rl=section))
+    run = RunId.parse("rl/llama-tiny/fullft/lr0.001/seed0")
+
+    def train(out):
+        return TRAINERS["rl"](cfg, run, at.model(run.model), at.data("rl"), out)
+
+    reference = train(tmp_path / "reference")
+    assert reference["running_baseline"] is not None
+    real = rl.step_metrics
+
+    def crash_at_step_3(step, *args):
+        if step == 3:
+            raise Crash
+        return real(step, *args)
+
+    monkeypatch.setattr(rl, "step_metrics", crash_at_step_3)
+    with pytest.raises(Crash):
+        train(tmp_path / "run")
+    monkeypatch.undo()
+    assert (tmp_path / "run" / "checkpoint" / "state.json").is_file()
+    train(tmp_path / "run")
+    for name in ("metrics.jsonl", "weights/model.safetensors"):
+        assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "reference" / name).read_bytes(), name
