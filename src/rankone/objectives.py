@@ -2,42 +2,29 @@
 (rankone.presets.PRESETS) and rollout engines (rankone.engines.ENGINES) are: the baseline
 advantages are measured from (`rl.baseline`) and the loss the update minimises (`rl.loss`).
 
-The registries hold names, help and where each choice's code lives (rankone.train.pg), not the
-code: it imports torch, which the config checks and the DAG build never need. A new choice is one
-class in rankone.train.pg and one line here; the config reference lists these lines
-(`rankone schema --markdown`), and a config naming anything else fails at load with the known names.
+The registries hold names, help and where each choice's code lives (rankone.registry.Entry; the
+code is in rankone.train.pg), not the code: it imports torch, which the config checks and the DAG
+build never need. A new choice is one class in rankone.train.pg and one line here; the config
+reference lists these lines (`rankone schema --markdown`), and a config naming anything else
+fails at load with the known names.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Choice:
-    code: str  # "module:name", imported by rankone.train.pg when a run asks for it
-    about: str
-
-    def load(self):
-        """The choice's code, imported now."""
-        from importlib import import_module
-
-        module, name = self.code.split(":")
-        return getattr(import_module(module), name)
-
+from rankone.registry import Entry
 
 BASELINES = {
-    "group": Choice(
+    "group": Entry(
         "rankone.train.pg:group_mean",
         "the mean reward of the sample's own group (the original runs; a group whose rewards are all equal "
         "carries no gradient)",
     ),
-    "batch": Choice(
+    "batch": Entry(
         "rankone.train.pg:batch_mean",
         "the mean reward of every sample the step drew (each rollout call's, under the variance filter's refills)",
     ),
-    "fixed": Choice("rankone.train.pg:fixed_value", "a constant, rl.baseline_value (0.5 suits a 0/1 reward)"),
-    "running": Choice(
+    "fixed": Entry("rankone.train.pg:fixed_value", "a constant, rl.baseline_value (0.5 suits a 0/1 reward)"),
+    "running": Entry(
         "rankone.train.pg:running_mean",
         "an exponential moving average of earlier steps' mean rewards (weight rl.baseline_decay on the old "
         "value; rl.baseline_value before the first step); never the current step's own rewards",
@@ -45,26 +32,26 @@ BASELINES = {
 }
 
 LOSSES = {
-    "pg": Choice(
+    "pg": Entry(
         "rankone.train.pg:ImportanceSampledPG",
         "importance-sampled policy gradient: -sum over tokens of (p_learner / p_sampler) x advantage, averaged "
         "over the episodes of groups with signal (the original runs)",
     ),
-    "grpo": Choice(
+    "grpo": Entry(
         "rankone.train.pg:GRPO",
         "GRPO: advantages divided by their group's reward std (+1e-4), each sequence's tokens averaged, then the "
         "sequences",
     ),
-    "dapo": Choice(
+    "dapo": Entry(
         "rankone.train.pg:DAPO",
         "DAPO's token-level normalisation: the sum over tokens divided by the step's tokens in groups with "
         "signal, so long completions weigh by their length",
     ),
-    "ppo": Choice(
+    "ppo": Entry(
         "rankone.train.pg:PPOClip",
         "PPO's clipped ratio: min(ratio x A, clip(ratio, 1 - rl.clip_epsilon, 1 + rl.clip_epsilon) x A), with "
         "rl.epochs passes over each batch",
     ),
 }
 
-__all__ = ["BASELINES", "LOSSES", "Choice"]
+__all__ = ["BASELINES", "LOSSES"]
