@@ -264,6 +264,8 @@ def step_metrics(
 
 
 def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
+    """One RL run. Each step: draw prompts; sample a round and estimate its advantages (`Rollouts`);
+    the loss and its gradients (`Batch.backward`); check freshness; update; log; checkpoint."""
     rl = cfg.rl
     learner = Learner.start(cfg, run, model_dir)
     task = task_of(cfg.tasks["rl"])
