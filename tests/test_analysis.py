@@ -9,15 +9,17 @@ from rankone.analysis import (
     best_learning_rates,
     by_step,
     checkpoint_rows,
+    family,
+    holm,
     interval,
+    judge,
+    p_values,
     plateau,
     primary,
-    reason,
     seeds_to_decide,
     stability,
     t_multiplier,
     trajectory,
-    verdict,
     verdicts,
 )
 from rankone.config import RunId
@@ -58,37 +60,91 @@ def test_best_lr_at_the_grid_edge_is_flagged_with_its_side():
 MARGIN = 0.05
 
 
+def judged(gaps, margin=MARGIN, confidence=0.95):
+    mean, low, high = interval(gaps, confidence)
+    return judge(mean, (high - low) / 2, *p_values(gaps, margin), margin, confidence)
+
+
 @pytest.mark.parametrize(
     "gaps, expected, why",
     [
-        # tight around zero: the whole interval inside the margin
+        # tight around zero: the whole interval inside the margin, and covering 0
         ([0.01, -0.01, 0.0, 0.005, -0.005], "parity", "inside the margin"),
-        # significant but smaller than the margin: still parity, and the sign is said
-        ([-0.02, -0.021, -0.019, -0.02, -0.0205], "parity", "inside the margin, though significantly below 0"),
-        # a real deficit: the interval excludes 0, beyond the margin
-        ([-0.30, -0.25, -0.35, -0.28, -0.32], "worse", "interval excludes 0"),
-        ([0.30, 0.25, 0.35, 0.28, 0.32], "better", "interval excludes 0"),
+        # significant but smaller than the margin: the fourth class, not parity and not worse
+        (
+            [-0.02, -0.021, -0.019, -0.02, -0.0205],
+            "small",
+            "significantly below 0, the gap inside the margin (interval inside the margin)",
+        ),
+        # significant, estimate inside the margin, interval reaching past it: small, not worse
+        (
+            [-0.01, -0.06, -0.03, -0.05, -0.02],
+            "small",
+            "significantly below 0, the gap inside the margin (interval reaching past the margin)",
+        ),
+        # a real deficit: the interval excludes 0, the estimate beyond the margin
+        ([-0.30, -0.25, -0.35, -0.28, -0.32], "worse", "interval excludes 0, the gap beyond the margin"),
+        ([0.30, 0.25, 0.35, 0.28, 0.32], "better", "interval excludes 0, the gap beyond the margin"),
         # small point estimate, wide interval: must NOT read parity (the old rule called it parity)
         ([-0.6, 0.55, 0.02, -0.3, 0.3], "inconclusive", "underpowered"),
         # narrow enough, but covers 0 and crosses the margin
         ([0.0, 0.06, 0.01, 0.05, 0.03], "inconclusive", "interval covers 0 and reaches past the margin"),
         # one seed: no interval, no verdict
         ([0.0], "inconclusive", "one seed: no interval"),
+        # no spread at all: decided on the mean
+        ([0.0, 0.0, 0.0], "parity", "inside the margin"),
+        ([0.01, 0.01, 0.01], "small", "significantly above 0, the gap inside the margin (interval inside the margin)"),
+        ([math.nan, 0.0], "diverged", "a run diverged"),
     ],
 )
 def test_equivalence_verdicts_on_hand_made_gap_tables(gaps, expected, why):
-    mean, low, high = interval(gaps, 0.95)
-    assert verdict(mean, low, high, MARGIN) == expected
-    assert reason(mean, low, high, MARGIN) == why
+    assert judged(gaps) == (expected, why)
 
 
-def test_small_point_estimate_with_a_wide_interval_is_not_parity():
-    # the case that read `parity` before: gap -0.028, CI [-0.61, +0.55], margin 0.05
-    assert verdict(-0.028, -0.61, 0.55, MARGIN) == "inconclusive"
-    assert reason(-0.028, -0.61, 0.55, MARGIN) == "underpowered"
-    assert verdict(0.04, 0.035, 0.045, MARGIN) == "parity"  # inside the margin though not 0
-    assert verdict(0.04, 0.01, 0.07, MARGIN) == "better"  # excludes 0, leaves the margin
-    assert verdict(math.nan, math.nan, math.nan, MARGIN) == "diverged"
+def test_the_tests_agree_with_the_interval():
+    """TOST at alpha/2 a side rejects exactly when the interval lies inside the margin, and the
+    t test at alpha exactly when it excludes 0 (statsmodels against the hand-computed interval)."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(200):
+        gaps = [rng.gauss(rng.uniform(-0.08, 0.08), rng.uniform(0.001, 0.05)) for _ in range(rng.randint(2, 12))]
+        mean, low, high = interval(gaps, 0.95)
+        p_eq, p_diff = p_values(gaps, MARGIN)
+        assert (p_eq < 0.025) == (-MARGIN < low and high < MARGIN)
+        assert (p_diff < 0.05) == (low > 0 or high < 0)
+
+
+def test_holm_corrects_within_each_family_and_says_what_it_turned():
+    rows = [
+        # a primary comparison that is decided before and after (alone in its family)
+        dict(family="primary", gap=-0.02, half_width=0.01, p_equivalence=0.001, p_difference=0.2),
+        # four secondary ones; the weakest parity does not survive Holm over four
+        dict(family="secondary", gap=0.0, half_width=0.03, p_equivalence=0.02, p_difference=0.9),
+        dict(family="secondary", gap=0.0, half_width=0.01, p_equivalence=0.001, p_difference=0.8),
+        dict(family="secondary", gap=-0.3, half_width=0.05, p_equivalence=1.0, p_difference=0.001),
+        dict(family="secondary", gap=0.0, half_width=0.0, p_equivalence=math.nan, p_difference=math.nan),
+    ]
+    table = pd.DataFrame(rows).assign(margin=MARGIN)
+    table[["verdict", "reason"]] = [
+        judge(r.gap, r.half_width, r.p_equivalence, r.p_difference, MARGIN, 0.95) for r in table.itertuples()
+    ]
+    out = holm(table.drop(columns="family"), 0.95, table.family)
+    assert out.family_size.tolist() == [1, 3, 3, 3, 3]  # the untested row is not counted
+    assert out.verdict_uncorrected.tolist() == ["parity", "parity", "parity", "worse", "inconclusive"]
+    assert out.verdict.tolist() == ["parity", "inconclusive", "parity", "worse", "inconclusive"]
+    assert out.p_equivalence_holm.iloc[1] == pytest.approx(0.04)  # 0.02 x 2 (second smallest of three)
+    assert "parity before Holm's correction over 3 comparisons" in out.reason.iloc[1]
+
+
+def test_primary_family_is_rank_one_on_the_score():
+    table = pd.DataFrame(
+        {
+            "method": ["lora-r1", "lora-r1", "lora-r16", "lora-r1-attn"],
+            "metric": ["score", "greedy_accuracy"] + ["score"] * 2,
+        }
+    )
+    assert family(table).tolist() == ["primary", "secondary", "secondary", "secondary"]
 
 
 def test_seeds_to_decide_follow_the_observed_spread():
@@ -165,11 +221,29 @@ def test_plateau_test_tells_a_rising_curve_from_a_flat_one(study):
                     "value": step / 100 + 0.01 * seed,
                 }
             )
+            # a LoRA arm still creeping up: 0.01 a window, a fifth of the margin, so at its plateau
+            rows.append(
+                {
+                    "regime": "rl",
+                    "model": "flat",
+                    "method": "lora-r1",
+                    "lr": 1e-3,
+                    "seed": seed,
+                    "step": step,
+                    "value": 0.5 + 0.0005 * step + 0.002 * ((step * (seed + 1)) % 5),
+                }
+            )
     curves = pd.DataFrame(rows)
-    best = pd.DataFrame([{"regime": "rl", "model": m, "method": "fullft", "lr": 1e-3} for m in ("flat", "rising")])
-    result = plateau(cfg, curves, best).set_index("model")
-    assert bool(result.loc["flat", "plateau"]) and not bool(result.loc["rising", "plateau"])
-    assert result.loc["rising", "window"] == 20 and result.loc["rising", "change"] == pytest.approx(0.2)
+    best = pd.DataFrame(
+        [{"regime": "rl", "model": m, "method": "fullft", "lr": 1e-3} for m in ("flat", "rising")]
+        + [{"regime": "rl", "model": "flat", "method": "lora-r1", "lr": 1e-3}]
+    )
+    result = plateau(cfg, curves, best).set_index(["model", "method"])
+    assert bool(result.loc[("flat", "fullft"), "plateau"]) and not bool(result.loc[("rising", "fullft"), "plateau"])
+    rising = result.loc[("rising", "fullft")]
+    assert rising.window == 20 and rising.change == pytest.approx(0.2) and rising.rise == pytest.approx(0.2)
+    creeping = result.loc[("flat", "lora-r1")]
+    assert creeping.plateau and 0 < creeping.rise_ci_low < creeping.rise_ci_high < creeping.margin
 
 
 def test_layer_findings_state_how_each_result_compares_with_the_original():

@@ -175,8 +175,9 @@ def test_crossover_rows_judge_recall_only_where_fullft_reached_its_plateau(tmp_p
     assert full["episodes_to_50"] < full["episodes_to_90"] <= (steps // 2 + 2) * per_step
     assert math.isnan(r1["episodes_to_90"])  # rank 1 never covers 90% of FullFT's gain
     assert r1["bits_recalled"] == pytest.approx(sum(bits_recalled(64, 2, a) for a in recall["lora-r1"]) / 3)
-    # FullFT still rising at the end: nothing judged at this size
-    still = curves.assign(value=lambda d: d.value + d.step * (d.method == "fullft") * 0.0005)
+    # FullFT still rising at the end, by 0.08 reward a fifth of the run (past the margin): nothing judged
+    rising = 0.5 + 0.4 * curves.step / steps + 0.01 * ((curves.seed + curves.step) % 3 - 1)
+    still = curves.assign(value=curves.value.where(curves.method != "fullft", rising))
     rows = {r["method"]: r for r in crossover_rows(cfg, sub, 64, runs, still, best)}
     assert not rows["fullft"]["fullft_plateau"] and rows["lora-r1"]["verdict"].startswith("not judged")
 

@@ -15,11 +15,12 @@
   closely the ranks' early learning curves coincide at equal lr.
 - `layers.csv`: attention-only and MLP-only LoRA against all-linear at equal rank.
 - `verdicts.csv`: the gap to FullFT on **test** at each method's best learning rate,
-  paired by seed, with a t confidence interval over seeds, judged as an equivalence
-  test against the margin fixed in the config before the run (see `verdict`), for the
-  score and for greedy accuracy; a best lr on the edge of either side's grid is named.
+  paired by seed, with a t confidence interval over seeds, TOST and difference p-values,
+  Holm-corrected within the primary and the secondary family, and judged against the
+  margin fixed in the config before the run (see `judge`), for the score and for greedy
+  accuracy; a best lr on the edge of either side's grid is named.
 - `plateau.csv`: whether each method's RL reward had stopped rising at its best lr
-  (the last `plateau_share` of steps against the same share before it).
+  (the slope over the late steps, with its interval over seeds).
 
 Scores are oriented so higher is better: RL uses mean reward, SFT the negative NLL
 (nats per answer token). Diverged runs are kept, marked, and never chosen as best.
@@ -200,41 +201,108 @@ def _sd(values: list[float]) -> float:
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
-def verdict(gap: float, low: float, high: float, margin: float) -> str:
-    """The equivalence rule, fixed before the run:
+def p_values(gaps: list[float], margin: float) -> tuple[float, float]:
+    """The two tests behind a verdict, on paired gaps (statsmodels' one-sample t tests):
 
-    - `parity` only when the whole interval lies inside (-margin, +margin); a difference that
-      is significant but smaller than the margin is still parity;
-    - `worse` / `better` when the interval excludes zero (and is not inside the margin);
-    - otherwise `inconclusive` (see `reason`). A point estimate under the margin with a wide
-      interval is not parity."""
+    - `p_equivalence`: TOST (two one-sided t tests) of H0 |gap| >= margin; the larger of its two
+      one-sided p-values. Below alpha/2 exactly when the two-sided `confidence` interval lies
+      inside (-margin, +margin), alpha = 1 - confidence (so 0.025 a side at 95%).
+    - `p_difference`: the two-sided t test of H0 gap = 0; below alpha exactly when that interval
+      excludes 0.
+
+    NaN with fewer than two gaps; with no spread at all, 0 or 1 by where the mean lies."""
+    n = len(gaps)
+    if n < 2 or not all(map(math.isfinite, gaps)):
+        return math.nan, math.nan
+    if _sd(gaps) == 0:  # the t statistics are infinite or 0/0: decide on the mean itself
+        mean = gaps[0]
+        return float(abs(mean) >= margin), float(mean == 0)
+    from statsmodels.stats.weightstats import DescrStatsW
+
+    stats = DescrStatsW(gaps)
+    return float(stats.ttost_mean(-margin, margin)[0]), float(stats.ttest_mean(0.0)[1])
+
+
+# The verdicts, fixed before the run (docs/protocol.md, "The verdict rule"):
+VERDICTS = ("parity", "small", "worse", "better", "inconclusive", "diverged")
+MATCHES = ("parity", "small", "better")  # a method that keeps up with FullFT: no gap beyond the margin below it
+
+
+def judge(
+    gap: float, half_width: float, p_equivalence: float, p_difference: float, margin: float, confidence: float
+) -> tuple[str, str]:
+    """The verdict and its reason, from the two tests (see `p_values`), alpha = 1 - confidence:
+
+    - `parity`: equivalent (TOST below alpha/2 a side: the interval inside +-margin) and no
+      detected difference (the interval covers 0);
+    - `small`: a detected difference (the interval excludes 0) whose estimate lies inside the
+      margin: real, but smaller than what the study declared negligible before the run;
+    - `worse` / `better`: a detected difference whose estimate lies beyond the margin;
+    - `inconclusive`: neither test decides (with the reason); `diverged`: a run diverged.
+
+    Why `worse` needs the estimate, not the whole interval, beyond the margin: the margin is the
+    size of gap that matters; a gap detected and estimated beyond it is a loss that matters, while
+    asking the interval to clear the margin too would leave large, well-measured gaps inconclusive
+    at ten seeds. A gap inside the margin is never `worse`, however significant: it is `small`."""
     if not math.isfinite(gap):
-        return "diverged"
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return "inconclusive"
-    if -margin < low and high < margin:
-        return "parity"
-    if low > 0 or high < 0:
-        return "better" if low > 0 else "worse"
-    return "inconclusive"
+        return "diverged", "a run diverged"
+    if not (math.isfinite(p_equivalence) and math.isfinite(p_difference)):
+        return "inconclusive", "one seed: no interval"
+    alpha = 1 - confidence
+    equivalent, differs = p_equivalence < alpha / 2, p_difference < alpha
+    side = "above" if gap > 0 else "below"
+    if differs and abs(gap) >= margin:
+        return ("better" if gap > 0 else "worse"), "interval excludes 0, the gap beyond the margin"
+    if differs:
+        inside = "interval inside the margin" if equivalent else "interval reaching past the margin"
+        return "small", f"significantly {side} 0, the gap inside the margin ({inside})"
+    if equivalent:
+        return "parity", "inside the margin"
+    if half_width > margin:
+        return "inconclusive", "underpowered"
+    return "inconclusive", "interval covers 0 and reaches past the margin"
 
 
-def reason(gap: float, low: float, high: float, margin: float) -> str:
-    """Why a verdict is what it is, in a few words."""
-    result = verdict(gap, low, high, margin)
-    if result == "diverged":
-        return "a run diverged"
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return "one seed: no interval"
-    if result == "parity":
-        if low > 0 or high < 0:
-            return f"inside the margin, though significantly {'above' if low > 0 else 'below'} 0"
-        return "inside the margin"
-    if result in ("better", "worse"):
-        return "interval excludes 0" + (", but the gap is within the margin" if abs(gap) < margin else "")
-    if (high - low) / 2 > margin:
-        return "underpowered"
-    return "interval covers 0 and reaches past the margin"
+def holm(table: pd.DataFrame, confidence: float, family: pd.Series | str = "all") -> pd.DataFrame:
+    """`table` (rows of `compare`) judged again after Holm's correction (statsmodels'
+    `multipletests`) within each family: `p_equivalence_holm` and `p_difference_holm`, the
+    family's size (rows with p-values), the verdict before correction (`verdict_uncorrected`)
+    and after (`verdict`, `reason`). `family` names each row's family (a column or one name)."""
+    from statsmodels.stats.multitest import multipletests
+
+    out = table.copy()
+    out["family"] = family
+    if not len(out):
+        return out.assign(
+            family_size=pd.Series(dtype=int),
+            p_equivalence_holm=pd.Series(dtype=float),
+            p_difference_holm=pd.Series(dtype=float),
+            verdict_uncorrected=pd.Series(dtype=str),
+        )
+    out["verdict_uncorrected"] = out["verdict"]
+    out["family_size"] = 0
+    for column in ("p_equivalence", "p_difference"):
+        out[f"{column}_holm"] = math.nan
+    for _, rows in out.groupby("family"):
+        tested = rows[rows.p_equivalence.notna() & rows.p_difference.notna()]
+        out.loc[rows.index, "family_size"] = len(tested)
+        for column in ("p_equivalence", "p_difference"):
+            if len(tested):
+                out.loc[tested.index, f"{column}_holm"] = multipletests(tested[column], method="holm")[1]
+    judged = [
+        judge(r.gap, r.half_width, r.p_equivalence_holm, r.p_difference_holm, r.margin, confidence)
+        if math.isfinite(r.p_equivalence_holm)
+        else (r.verdict, r.reason)
+        for r in out.itertuples()
+    ]
+    out["verdict"] = [v for v, _ in judged]
+    out["reason"] = [
+        why
+        if r.verdict_uncorrected == v or not math.isfinite(r.p_equivalence_holm)
+        else f"{why}; {r.verdict_uncorrected} before Holm's correction over {r.family_size} comparisons"
+        for (v, why), r in zip(judged, out.itertuples())
+    ]
+    return out
 
 
 def seeds_to_decide(gaps: list[float], margin: float, confidence: float) -> float:
@@ -259,10 +327,13 @@ def margin_of(cfg: StudyConfig, regime: str, metric: str) -> float:
 
 def compare(mine: pd.Series, base: pd.Series, margin: float, confidence: float) -> dict:
     """`mine` against `base` (values indexed by seed), paired by seed: the mean gap, its interval,
-    and the equivalence verdict against `margin` with its reason and the seeds that would decide."""
+    the two tests' p-values and the verdict against `margin` (uncorrected for multiplicity: see
+    `holm`) with its reason and the seeds that would decide."""
     seeds = sorted(set(mine.index) & set(base.index))
     gaps = [float(mine[s] - base[s]) for s in seeds]
     mean, low, high = interval(gaps, confidence) if gaps else (math.nan,) * 3
+    p_equivalence, p_difference = p_values(gaps, margin)
+    result, why = judge(mean, (high - low) / 2, p_equivalence, p_difference, margin, confidence)
     return {
         "gap": mean,
         "ci_low": low,
@@ -270,8 +341,10 @@ def compare(mine: pd.Series, base: pd.Series, margin: float, confidence: float) 
         "half_width": (high - low) / 2,
         "seeds": len(seeds),
         "margin": margin,
-        "verdict": verdict(mean, low, high, margin),
-        "reason": reason(mean, low, high, margin),
+        "p_equivalence": p_equivalence,
+        "p_difference": p_difference,
+        "verdict": result,
+        "reason": why,
         "seeds_to_decide": seeds_to_decide(gaps, margin, confidence),
     }
 
@@ -312,7 +385,21 @@ def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.Dat
                         ),
                     }
                 )
-    return pd.DataFrame(out)
+    table = pd.DataFrame(out)
+    if not len(table):
+        return table
+    return holm(table, cfg.analysis.confidence, family(table))
+
+
+# The pre-registered primary family: rank 1 (all-linear) against FullFT on the score, per regime and
+# model. Every other comparison of verdicts.csv is the secondary family; Holm's correction runs in each.
+PRIMARY = {"method": "lora-r1", "metric": "score"}
+
+
+def family(table: pd.DataFrame) -> pd.Series:
+    """Each verdict row's family: `primary` (see PRIMARY) or `secondary`."""
+    primary = (table.method == PRIMARY["method"]) & (table.metric == PRIMARY["metric"])
+    return primary.map({True: "primary", False: "secondary"})
 
 
 VERDICT_KEY = ["regime", "model", "method", "metric"]
@@ -369,19 +456,34 @@ def stability(table: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def plateau(cfg: StudyConfig, curves: pd.DataFrame, best: pd.DataFrame, regimes=("rl",)) -> pd.DataFrame:
-    """Each method at its best lr: mean curve value (RL reward, SFT loss) over the last `plateau_share`
-    of steps against the same share just before it (mean over seeds). At a plateau the change is within
-    the seed spread (sd over seeds) of the earlier window; a run still moving may not have decided yet."""
+    """Each method at its best lr: had its curve (RL reward, SFT loss) stopped improving?
+
+    Per seed, the least-squares slope of the curve over its last 2 x `plateau_share` of steps
+    (numpy's polyfit), as the improvement it would make over one more such share of steps
+    (`rise`: reward gained, or loss lost); over seeds its mean and t interval. A method is at its
+    plateau when the whole interval of `rise` lies below the regime's parity margin: another
+    window of training would not gain what the study counts as a difference. With one seed
+    there is no interval and no plateau. `change` (the late window's mean against the window
+    before it) and `seed_spread` are kept for reading."""
+    import numpy as np
+
     share = cfg.analysis.plateau_share
-    rl = curves[curves.regime.isin(regimes)].merge(best[["regime", "model", "method", "lr"]])
+    chosen = curves[curves.regime.isin(regimes)].merge(best[["regime", "model", "method", "lr"]])
     rows = []
-    for (regime, model, method, lr), g in rl.groupby(["regime", "model", "method", "lr"]):
+    for (regime, model, method, lr), g in chosen.groupby(["regime", "model", "method", "lr"]):
         steps = int(g.step.max()) + 1
         w = max(1, round(steps * share))
+        sign = SCORE[regime][1]
+        tail = g[g.step >= steps - 2 * w]
+        rises = [
+            float(sign * np.polyfit(s.step, s.value, 1)[0] * w) if s.step.nunique() > 1 else math.nan
+            for _, s in tail.groupby("seed")
+        ]
+        rises = [r for r in rises if math.isfinite(r)]
+        rise, low, high = interval(rises, cfg.analysis.confidence) if rises else (math.nan,) * 3
         late = g[g.step >= steps - w].groupby("seed").value.mean()
         early = g[(g.step >= steps - 2 * w) & (g.step < steps - w)].groupby("seed").value.mean()
-        spread = _sd(early.tolist()) if len(early) > 1 else math.nan
-        change = float(late.mean() - early.mean())
+        margin = cfg.analysis.parity_threshold[regime]
         rows.append(
             {
                 "regime": regime,
@@ -392,9 +494,13 @@ def plateau(cfg: StudyConfig, curves: pd.DataFrame, best: pd.DataFrame, regimes=
                 "window": w,
                 "reward_before": float(early.mean()),
                 "reward_last": float(late.mean()),
-                "change": change,
-                "seed_spread": spread,
-                "plateau": bool(abs(change) <= spread),
+                "change": float(late.mean() - early.mean()),
+                "seed_spread": _sd(early.tolist()) if len(early) > 1 else math.nan,
+                "rise": rise,
+                "rise_ci_low": low,
+                "rise_ci_high": high,
+                "margin": margin,
+                "plateau": bool(math.isfinite(high) and high < margin),
             }
         )
     return pd.DataFrame(rows)
@@ -474,7 +580,7 @@ def layers(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataF
                     **result,
                 }
             )
-    return pd.DataFrame(rows)
+    return holm(pd.DataFrame(rows), cfg.analysis.confidence, "layers")
 
 
 def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: Layout) -> pd.DataFrame:
@@ -528,6 +634,14 @@ def chosen(at: Layout, best: pd.DataFrame | None = None) -> dict[tuple[str, str,
     return {(r.regime, r.model, r.method): float(r.lr) for r in best.itertuples()}
 
 
+def judged_on(table: pd.DataFrame, confirmed) -> pd.DataFrame:
+    """`table` (verdicts) with the seeds each regime is judged on: its confirmation seeds, or the
+    sweep's own (exploratory: the seeds that chose the lr also judge it)."""
+    if not len(table):
+        return table.assign(judged_on=pd.Series(dtype=str))
+    return table.assign(judged_on=table.regime.map(lambda g: "confirmation seeds" if g in confirmed else "sweep seeds"))
+
+
 def _without(frame: pd.DataFrame, regimes: list[str]) -> pd.DataFrame:
     return frame[~frame.regime.isin(regimes)] if len(frame) else frame
 
@@ -550,7 +664,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         **({"confirm_runs.csv": judged[judged.regime.isin(confirmed)]} if confirmed else {}),
         "curves.csv": curves,
         "checkpoints.csv": judged_checkpoints,
-        "verdicts.csv": stability(verdicts(cfg, judged, best), steps),
+        "verdicts.csv": judged_on(stability(verdicts(cfg, judged, best), steps), confirmed),
         "trajectory.csv": steps,
         "information.csv": information(cfg, runs, best, at),
         "lr_vs_rank.csv": lr_vs_rank(best),

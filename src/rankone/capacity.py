@@ -25,7 +25,7 @@ import math
 
 import pandas as pd
 
-from rankone.analysis import best_learning_rates, collect, compare, interval, plateau, verdicts
+from rankone.analysis import MATCHES, best_learning_rates, collect, compare, interval, plateau, verdicts
 from rankone.config import StudyConfig, lora_rank
 from rankone.info import bits_recalled, bits_stored
 from rankone.io import read_json, read_table
@@ -97,7 +97,7 @@ def falloff(table: pd.DataFrame) -> pd.DataFrame:
         lora = g[g["rank"].notna()].sort_values("rank")
         full = g[g.method == "fullft"]
         off = [int(r) for r in lora[lora.falls_off]["rank"]]
-        up = [int(r) for r in lora[lora.verdict.isin(["parity", "better"])]["rank"]]
+        up = [int(r) for r in lora[lora.verdict.isin(MATCHES)]["rank"]]
         rows.append(
             {
                 "regime": regime,

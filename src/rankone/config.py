@@ -330,18 +330,25 @@ class AnalysisConfig(Strict):
     parity_threshold: dict[Literal["rl", "sft"], float] = Field(
         default_factory=lambda: {"rl": 0.05, "sft": 0.1},
         description="Equivalence margin of the score (RL: mean reward; SFT: -NLL, nats/token), fixed before the "
-        "run: parity only when the whole interval of the gap to FullFT lies inside +-margin.",
+        "run: parity when TOST rejects (the whole interval of the gap to FullFT inside +-margin) and the gap is "
+        "not significant; worse/better need a significant gap beyond it (docs/protocol.md).",
     )
     greedy_margin: float = Field(
         0.05, gt=0, description="Equivalence margin of greedy accuracy (both regimes), fixed before the run."
     )
-    confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the interval over seeds.")
+    confidence: float = Field(
+        0.95,
+        gt=0,
+        lt=1,
+        description="Confidence level of the interval over seeds; alpha = 1 - confidence for the difference test "
+        "and alpha/2 a side for TOST.",
+    )
     plateau_share: float = Field(
         0.2,
         gt=0,
         le=0.5,
-        description="RL plateau test: FullFT's mean reward over the last this share of steps "
-        "against the same share before it, at its best lr.",
+        description="Plateau test: the slope of each method's curve at its best lr over the last twice this "
+        "share of steps, as the gain over this share; at a plateau its interval lies below the parity margin.",
     )
     bits_per_param: float = Field(2.0, gt=0, description="Reference capacity line, bits per trainable parameter.")
     early_steps: int = Field(

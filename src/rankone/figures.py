@@ -49,6 +49,7 @@ def write_captions(folder: Path = Path("workflow/report")) -> list[Path]:
 
 VERDICT_COLORS = {
     "parity": "tab:green",
+    "small": "tab:olive",
     "better": "tab:blue",
     "worse": "tab:red",
     "inconclusive": "tab:gray",

@@ -323,7 +323,11 @@ def rank1_verdicts(reports_root: Path, entries: list[dict]) -> pd.DataFrame:
     rows = []
     for e in entries:
         data = Path(reports_root) / e["experiment"] / "data"
-        parts = [("study", read_table(data / "verdicts.csv"))] if (data / "verdicts.csv").is_file() else []
+        parts = (
+            [("study", report.judged_on(read_table(data / "verdicts.csv"), data))]
+            if (data / "verdicts.csv").is_file()
+            else []
+        )
         sub = next((data / n for n in ("crossover.csv", "capacity.csv") if (data / n).is_file()), None)
         if sub is not None:
             table = read_table(sub)
@@ -346,13 +350,32 @@ def rank1_verdicts(reports_root: Path, entries: list[dict]) -> pd.DataFrame:
                         "ci_low": r.ci_low,
                         "ci_high": r.ci_high,
                         "seeds": int(r.seeds),
+                        "exploratory": getattr(r, "judged_on", "") == "sweep seeds",
                     }
                 )
     table = pd.DataFrame(rows)
-    if len(table):  # a verdict that differs from the regime's most common one across studies
-        common = table.groupby("regime").verdict.agg(lambda v: v.mode().iloc[0])
+    if len(table):
+        table["same_as"] = same_runs(table)
+        # a verdict that differs from the regime's most common one across studies, each set of runs once
+        once = table[table.same_as == ""]
+        common = once.groupby("regime").verdict.agg(lambda v: v.mode().iloc[0])
         table["differs"] = table.verdict != table.regime.map(common)
     return table
+
+
+def same_runs(table: pd.DataFrame) -> pd.Series:
+    """For each row, the earlier study whose verdict came from the same runs (the same regime,
+    model and rank with the same gap, interval and seeds to the last digit: two studies that
+    publish one set of runs, as `capacity` and `layers` do for RL), else "". Such a row is
+    counted once in the findings."""
+    key = ["regime", "model", "rank", "gap", "ci_low", "ci_high", "seeds"]
+    first = {}
+    out = []
+    for r in table.itertuples():
+        k = tuple(getattr(r, c) for c in key)
+        out.append(first.get(k, ""))
+        first.setdefault(k, r.study)
+    return pd.Series(out, index=table.index, dtype=str)
 
 
 def _gap(r) -> str:
@@ -419,15 +442,18 @@ def findings_markdown(reports_root: Path = Path("reports")) -> str:
             "",
             "Each study's lowest LoRA rank against FullFT on its score (recall of the table in a crossover's "
             "table sizes), at each side's best lr; `study` is the study's own grid, `N keys` a capacity "
-            "sub-study. **Bold**: a verdict that differs from the regime's most common verdict across studies.",
+            "sub-study. **Bold**: a verdict that differs from the regime's most common verdict across studies, "
+            "each set of runs counted once. *Exploratory*: judged on the seeds that chose the learning rate.",
             "",
-            "| study | part | regime | model | rank | verdict | gap [95% CI] | seeds |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| study | part | regime | model | rank | verdict | gap [95% CI] | seeds | note |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for r in table.itertuples():
             verdict = f"**{r.verdict}**" if r.differs else r.verdict
+            notes = ["exploratory"] * r.exploratory + [f"same runs as {r.same_as}: counted once"] * bool(r.same_as)
             out.append(
-                f"| {r.study} | {r.part} | {r.regime} | {r.model} | {r.rank} | {verdict} | {_gap(r)} | {r.seeds} |"
+                f"| {r.study} | {r.part} | {r.regime} | {r.model} | {r.rank} | {verdict} | {_gap(r)} | {r.seeds} "
+                f"| {'; '.join(notes)} |"
             )
         out.append("")
     for e in entries:
@@ -450,7 +476,7 @@ def study_findings(data: Path) -> list[str]:
     if (data / "verdicts.csv").is_file() and (data / "runs.csv").is_file():
         lines += report.headline(data)
     elif (data / "verdicts.csv").is_file():  # runs.csv left out for size: no collapse notes
-        lines += report.findings(report.verdict_table(data), read_table(data / "plateau.csv"))
+        lines += report.findings(report.judged_on(report.verdict_table(data), data), read_table(data / "plateau.csv"))
     if (data / "capacity_falloff.csv").is_file():
         lines += report.capacity_findings(read_table(data / "capacity_falloff.csv"))
     if (crossover := crossover_table(data)) is not None:

@@ -413,13 +413,37 @@ def _ci(r) -> str:
     return f"{r.gap:+.3f}, CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
 
 
+RULE_WORDS = (
+    "The rule, with margins fixed in the config before the run (docs/protocol.md): TOST (two one-sided t "
+    "tests, alpha/2 a side) for equivalence and a t test for a difference, on the paired gaps. parity: "
+    "equivalent (the interval inside ±margin) and covering 0; small: a gap that excludes 0 but whose "
+    "estimate lies inside the margin; worse or better: a gap that excludes 0 with its estimate beyond the "
+    "margin; otherwise inconclusive, with the reason and, when underpowered, the seeds that would decide. "
+    "Holm's correction runs within the pre-registered primary family (rank 1 against FullFT on the score, "
+    "per regime and model) and within the rest (secondary); the verdicts are the corrected ones, and "
+    "p-values before and after are in the table. Per-checkpoint verdicts are corrected the same way within "
+    "their step."
+)
+
+
 def verdict_phrase(r) -> str:
     """One method's verdict in words, with how sure it is."""
     if r.verdict == "parity":
         extra = "" if r.reason == "inside the margin" else f"; {r.reason}"
         return f"{method_label(r.method)} is at parity with FullFT ({_ci(r)}, inside ±{r.margin:g}{extra})"
     if r.verdict in ("worse", "better"):
-        return f"{method_label(r.method)} is {r.verdict} than FullFT ({_ci(r)})"
+        where = (
+            f"beyond ±{r.margin:g}"
+            if abs(r.gap) >= r.margin
+            else f"significant but inside ±{r.margin:g}: the rule this study was published under had no `small`"
+        )
+        return f"{method_label(r.method)} is {r.verdict} than FullFT ({_ci(r)}, {where})"
+    if r.verdict == "small":
+        side = "above" if r.gap > 0 else "below"
+        return (
+            f"{method_label(r.method)} is a small gap {side} FullFT ({_ci(r)}): significant, but inside "
+            f"±{r.margin:g}{'; ' + r.reason.split('; ', 1)[1] if '; ' in r.reason else ''}"
+        )
     if r.verdict == "diverged":
         return f"{method_label(r.method)}: a run diverged, no verdict"
     if r.reason == "underpowered":
@@ -464,24 +488,42 @@ def edge_note(g: pd.DataFrame) -> str:
 
 
 def plateau_note(plateau: pd.DataFrame, model: str) -> str:
-    p = plateau[(plateau.model == model) & (plateau.method == "fullft")] if len(plateau) else plateau
+    """Whether each method's curve had stopped improving at its best lr (analysis.plateau): FullFT's
+    always, and every other method that had not."""
+    p = plateau[plateau.model == model] if len(plateau) else plateau
+    if not len(p):
+        return ""
+    if "rise" not in p:  # a study published before the slope test
+        return legacy_plateau_note(p[p.method == "fullft"])
+    notes = []
+    for r in p.sort_values("method", key=lambda m: m != "fullft").itertuples():
+        window = f"another {r.window} steps (fitted over the last {2 * r.window} of {r.steps})"
+        rise = f"{r.rise:+.3f}, CI [{r.rise_ci_low:+.3f}, {r.rise_ci_high:+.3f}]"
+        if math.isnan(r.rise_ci_high):
+            if r.method == "fullft":
+                notes.append("FullFT's curve: one seed, no interval to test a plateau with")
+        elif r.plateau and r.method == "fullft":
+            notes.append(f"FullFT had reached its plateau (slope gives {rise} over {window}, below ±{r.margin:g})")
+        elif not r.plateau:
+            notes.append(
+                f"{method_label(r.method)} had not reached its plateau (slope gives {rise} over {window}, "
+                f"reaching past {r.margin:g}): longer runs could change its verdict"
+            )
+    return (" " + "; ".join(notes) + ".") if notes else ""
+
+
+def legacy_plateau_note(p: pd.DataFrame) -> str:
+    """FullFT's plateau as a study published before the slope test judged it (the late window's
+    mean within one seed sd of the window before it)."""
     if not len(p):
         return ""
     p = p.iloc[0]
-    window = f"the last {p.window} of {p.steps} steps"
-    if math.isnan(p.seed_spread):  # one sweep seed: no spread to judge against
-        return (
-            f" FullFT's reward moved {p.change:+.3f} over {window} of its one sweep seed; with one seed there is "
-            "no spread to test a plateau against."
-        )
-    if p.plateau:
-        return (
-            f" FullFT's reward had reached a plateau ({p.reward_last:.3f} over {window} against "
-            f"{p.reward_before:.3f} before, within the seed spread {p.seed_spread:.3f})."
-        )
+    if math.isnan(p.seed_spread):
+        return f" FullFT's reward moved {p.change:+.3f} over its last {p.window} steps (one seed; no plateau test)."
+    reached = "had" if p.plateau else "had not"
     return (
-        f" FullFT's reward had not reached a plateau ({p.change:+.3f} over {window}, beyond the seed spread "
-        f"{p.seed_spread:.3f}): longer runs could change these verdicts."
+        f" FullFT's reward {reached} reached a plateau by the rule this study was published under ({p.change:+.3f} "
+        f"over the last {p.window} of {p.steps} steps against a seed spread of {p.seed_spread:.3f})."
     )
 
 
@@ -504,8 +546,12 @@ def collapse_note(judged: pd.DataFrame | None, regime: str, model: str) -> str:
     )
 
 
+EXPLORATORY = "*Exploratory*: the seeds that chose each learning rate also judge it (no confirmation seeds). "
+
+
 def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame, judged: pd.DataFrame | None = None) -> list[str]:
-    """The answer: one plain sentence per (regime, model), with how sure it is."""
+    """The answer: one plain sentence per (regime, model), with how sure it is; a regime judged on
+    its sweep's seeds (`judged_on`, from the analysis) is labelled exploratory."""
     out = []
     score = verdicts[verdicts.metric == "score"] if len(verdicts) else verdicts
     for (regime, model), g in score.groupby(["regime", "model"]):
@@ -514,7 +560,10 @@ def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame, judged: pd.DataFrame
         sentence = (
             f"**{NAMES[regime]} · {model}** ({SCORE_LABELS[regime]} on test, {first.seeds} "
             f"seed{'' if first.seeds == 1 else 's'}, "
-            f"margin ±{first.margin:g}): " + "; ".join(verdict_phrase(r) for r in g.itertuples()) + "."
+            f"margin ±{first.margin:g}): "
+            + (EXPLORATORY if getattr(first, "judged_on", "") == "sweep seeds" else "")
+            + "; ".join(verdict_phrase(r) for r in g.itertuples())
+            + "."
         )
         greedy = by_method(
             verdicts[(verdicts.regime == regime) & (verdicts.model == model) & (verdicts.metric == "greedy_accuracy")]
@@ -614,7 +663,19 @@ def judged_runs(a: Path) -> pd.DataFrame:
 def headline(a: Path) -> list[str]:
     """The report's answer in plain sentences, from the tables in analysis folder `a` (a study's
     analysis/, or a published report's data/)."""
-    return findings(verdict_table(a), read_table(a / "plateau.csv"), judged_runs(a))
+    return findings(judged_on(verdict_table(a), a), read_table(a / "plateau.csv"), judged_runs(a))
+
+
+def judged_on(verdicts: pd.DataFrame, a: Path) -> pd.DataFrame:
+    """`verdicts` with `judged_on` (confirmation or sweep seeds per regime); for a study published
+    before the analysis wrote it, from whether analysis folder `a` holds its regime's confirmation runs."""
+    if "judged_on" in verdicts or not len(verdicts):
+        return verdicts
+    confirmed = a / "confirm_runs.csv"
+    regimes = set(read_table(confirmed).regime) if confirmed.is_file() else set()
+    return verdicts.assign(
+        judged_on=verdicts.regime.map(lambda g: "confirmation seeds" if g in regimes else "sweep seeds")
+    )
 
 
 def tables(at: Layout) -> dict:
@@ -697,6 +758,12 @@ def build_sections(
         "ci_high",
         "seeds",
         "margin",
+        "family",
+        "p_equivalence",
+        "p_difference",
+        "p_equivalence_holm",
+        "p_difference_holm",
+        "verdict_uncorrected",
         "verdict",
         "reason",
         "seeds_to_decide",
@@ -726,10 +793,7 @@ def build_sections(
                 "Gap = method's test score minus FullFT's, each at its own best learning rate chosen on val, paired "
                 "by "
                 f"seed; {cfg.analysis.confidence:.0%} t interval over seeds. A run's score: {score_words(cfg)}. "
-                f"{seed_words(cfg)} Equivalence margins fixed in the config "
-                "before the run: parity only when the whole interval lies inside ±margin; worse or better when it "
-                "excludes 0; otherwise inconclusive, with the reason and, when underpowered, the seeds that would "
-                "decide.",
+                f"{seed_words(cfg)} {RULE_WORDS}",
             ],
         ),
         (
