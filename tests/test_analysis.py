@@ -17,12 +17,16 @@ from rankone.analysis import (
     plateau,
     primary,
     seeds_to_decide,
+    sharpening,
     stability,
     t_multiplier,
     trajectory,
     verdicts,
 )
-from rankone.config import RunId
+from rankone.config import RunId, validate
+from rankone.io import write_json
+from rankone.paths import Layout
+from tests.conftest import smoke_dict
 
 
 def runs(rows):
@@ -455,3 +459,49 @@ def test_one_reader_for_every_analysis_table(tmp_path):
     assert best.lr.dtype == float and pd.isna(best.gap.iloc[0]) and best.gap.iloc[1] == 0.5
     (tmp_path / "empty.csv").write_text("")
     assert read_table(tmp_path / "empty.csv").empty
+
+
+def test_sharpening_splits_a_gain_into_the_controls_part_and_the_rest(tmp_path):
+    """Hand-made profiles: the base answers 0.2 greedily and samples 0.1 reward at T=1; at T=0.5
+    (the control, best on val) it samples 0.18. FullFT lifts greedy accuracy to 0.6 (learning);
+    rank 1 only lifts its sampled reward to 0.19, greedy unchanged (sharpening)."""
+    cfg = validate(smoke_dict(results_dir=str(tmp_path), models=["llama-tiny"]))
+    at = Layout(cfg)
+
+    def prof(greedy, reward, *passes):
+        return {
+            "greedy_accuracy": greedy,
+            "mean_reward": reward,
+            **dict(zip(("pass_at_1", "pass_at_2", "pass_at_8"), passes)),
+        }
+
+    temperatures = {
+        "0.5": {"val": prof(0.2, 0.19, 0.19, 0.25, 0.3), "test": prof(0.2, 0.18, 0.18, 0.24, 0.3)},
+        "1": {"val": prof(0.2, 0.1, 0.1, 0.18, 0.45), "test": prof(0.2, 0.1, 0.1, 0.18, 0.45)},
+    }
+    summary = {"temperatures": temperatures, "evaluation_temperature": 1.0, "best_temperature": 0.5}
+    write_json(at.rollouts("llama-tiny") / "summary.json", {"sharpening": summary})
+    rows = []
+    for seed, (g_full, g_r1, r_r1) in enumerate([(0.58, 0.2, 0.19), (0.6, 0.21, 0.2), (0.62, 0.19, 0.18)]):
+        for method, greedy, reward in (("fullft", g_full, 0.55), ("lora-r1", g_r1, r_r1)):
+            rows.append(
+                {
+                    "regime": "rl",
+                    "model": "llama-tiny",
+                    "method": method,
+                    "lr": 1e-3,
+                    "seed": seed,
+                    **{f"profile_{k}": v for k, v in prof(greedy, reward, reward, reward, 0.7).items()},
+                }
+            )
+    judged = pd.DataFrame(rows)
+    best = judged[["regime", "model", "method", "lr"]].drop_duplicates()
+    table = sharpening(cfg, judged, best, at).set_index("method")
+    assert table.loc["control: base at best temperature", "temperature"] == 0.5
+    full, r1 = table.loc["fullft"], table.loc["lora-r1"]
+    assert full.greedy_accuracy_beyond_control == pytest.approx(0.4) and full.greedy_accuracy_beyond_control_ci_low > 0
+    assert full.mean_reward_beyond_control == pytest.approx(0.37) and full.mean_reward_over_base == pytest.approx(0.45)
+    assert full.reads == "learning"
+    assert r1.mean_reward_over_base == pytest.approx(0.09) and r1.mean_reward_beyond_control == pytest.approx(0.01)
+    assert r1.greedy_accuracy_beyond_control_ci_low < 0 < r1.greedy_accuracy_beyond_control_ci_high
+    assert r1.reads == "sharpening"

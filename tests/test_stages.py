@@ -32,7 +32,14 @@ CHANGES = [  # (dotted field, new value, the stages that must rerun)
     ("tasks.rl.params.warmup_share", 0.4, EVERYTHING),
     ("tasks.sft.params.digits", 3, EVERYTHING),  # the warm-start reads the SFT task's warm-up table
     ("rollout.temperature", 0.7, {"rollouts", *AFTER_TRAIN}),
-    ("rollout.n_prompts", 64, {"rollouts", "report"}),
+    # the analysis reads the rollouts stage's sharpening profile of the base model, so what follows it reruns
+    ("rollout.n_prompts", 64, {"rollouts", "analysis", "updates", "capacity", "truncation", "levers", "report"}),
+    (
+        "sharpening.temperatures",
+        [0.5, 1.0],
+        {"rollouts", "analysis", "updates", "capacity", "truncation", "levers", "report"},  # the control's grid only
+    ),
+    ("sharpening.samples", 128, {"rollouts", *AFTER_TRAIN} - {"train"}),  # every profile, base and trained
     ("rollout.max_new_tokens", 6, AFTER_MODELS),
     ("rl.steps", 10, AFTER_TRAIN),
     ("rl.max_logprob_gap", 0.01, AFTER_TRAIN),

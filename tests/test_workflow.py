@@ -48,11 +48,24 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
         assert 0.0 <= base["base_pass_at_1"] <= 1.0
         assert (smoke / at.rollouts(model) / "summary.json").is_file()
     verdicts = pd.read_csv(smoke / at.table("verdicts.csv"))
-    assert set(verdicts.verdict) <= {"parity", "worse", "better", "inconclusive"}
+    assert set(verdicts.verdict) <= {"parity", "small", "worse", "better", "inconclusive"}
+    assert {"p_equivalence", "p_difference", "p_equivalence_holm", "family"} <= set(verdicts.columns)
+    assert set(verdicts[verdicts.family == "primary"].method) == {"lora-r1"}
     pairs = len(cfg.regimes) * len(cfg.models) * (len(cfg.methods) - 1)
     assert len(verdicts) == 2 * pairs  # the score and greedy accuracy
     assert set(verdicts.metric) == {"score", "greedy_accuracy"}
     assert (pd.read_csv(smoke / at.table("plateau.csv")).method == "fullft").sum() == len(cfg.models)
+    # sharpening or learning: the base, the temperature control and every RL method, whole test split
+    sharp = pd.read_csv(smoke / at.table("sharpening.csv"))
+    for model in cfg.models:
+        rows = sharp[sharp.model == model].set_index("method")
+        assert {"base", "control: base at best temperature", *cfg.methods} == set(rows.index)
+        assert rows.loc["control: base at best temperature", "temperature"] in cfg.sharpening.temperatures
+        assert rows[[f"pass_at_{k}" for k in cfg.sharpening.pass_at]].diff(axis=1).iloc[:, 1:].ge(0).all().all()
+        summary = read_json(smoke / at.rollouts(model) / "summary.json")["sharpening"]
+        assert summary["temperatures"]["1"]["test"]["prompts"] == cfg.tasks["rl"].params["n_test"]
+        assert set(rows.loc[cfg.methods, "reads"]) <= {"learning", "sharpening", "no gain"}
+    assert (runs[runs.regime == "rl"].profile_prompts == cfg.tasks["rl"].params["n_test"]).all()
     # the tail: every run scored at each late checkpoint; the verdicts at each, and whether they agree
     checkpoints = pd.read_csv(smoke / at.table("checkpoints.csv"))
     assert set(checkpoints[checkpoints.regime == "rl"].step) == set(tail_steps(cfg.evaluate.at, cfg.rl.steps))
@@ -76,6 +89,7 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
         "lr_sweep.png",
         "information.png",
         "rl_bits.png",
+        "sharpening.png",
     ):
         assert (report / name).stat().st_size > 0, name
     text = (report / "report.md").read_text()

@@ -21,6 +21,9 @@
   accuracy; a best lr on the edge of either side's grid is named.
 - `plateau.csv`: whether each method's RL reward had stopped rising at its best lr
   (the slope over the late steps, with its interval over seeds).
+- `sharpening.csv`: sharpening or learning: the base model's, the temperature control's
+  and each RL method's greedy accuracy and pass@k on the whole test split, and each
+  method's gain beyond the control (see `sharpening`).
 
 Scores are oriented so higher is better: RL uses mean reward, SFT the negative NLL
 (nats per answer token). Diverged runs are kept, marked, and never chosen as best.
@@ -117,6 +120,8 @@ def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame, p
             "train_seconds": trained["train_seconds"],
             "steps_completed": trained["steps_completed"],
         }
+        for key, value in evaluated.get("profile", {}).items():
+            row[f"profile_{key}"] = value  # the final weights' sharpening profile (whole test split)
         for split in ("val", "test"):
             for key, value in evaluated.get(split, {}).items():
                 row[f"{split}_{key}"] = value  # the final weights'
@@ -506,6 +511,77 @@ def plateau(cfg: StudyConfig, curves: pd.DataFrame, best: pd.DataFrame, regimes=
     return pd.DataFrame(rows)
 
 
+def sharpening(cfg: StudyConfig, judged: pd.DataFrame, best: pd.DataFrame, at: Layout) -> pd.DataFrame:
+    """Sharpening or learning, per RL model (sharpening.csv): the sharpening profile on the whole test
+    split (greedy accuracy, mean reward and pass@k: rankone.rollouts.profile) of the base model at the
+    evaluation temperature, of the control (the base at the temperature with the best val reward, no
+    training) and of each method's final weights at its best lr (mean over the judged seeds, with t
+    intervals). `*_beyond_control` is the method's gain over the control, the part of its gain over the
+    base that a change of temperature does not give ("learned beyond sharpening"), with its interval;
+    `*_over_base` the whole gain. A control's greedy accuracy is the base's: a temperature moves no
+    argmax. Empty without RL."""
+    if "rl" not in cfg.regimes:
+        return pd.DataFrame()
+    ks = cfg.sharpening.pass_at
+    values = ["greedy_accuracy", "mean_reward", *(f"pass_at_{k}" for k in ks)]
+    chosen = judged[judged.regime == "rl"].merge(best[["regime", "model", "method", "lr"]])
+    rows = []
+    for model in cfg.models:
+        summary = read_json(at.rollouts(model) / "summary.json")["sharpening"]
+        by_t = summary["temperatures"]
+        base = by_t[f"{summary['evaluation_temperature']:g}"]["test"]
+        control = by_t[f"{summary['best_temperature']:g}"]["test"]
+        rows.append(
+            {
+                "model": model,
+                "method": "base",
+                "temperature": summary["evaluation_temperature"],
+                "seeds": 0,
+                **{v: base[v] for v in values},
+            }
+        )
+        rows.append(
+            {
+                "model": model,
+                "method": "control: base at best temperature",
+                "temperature": summary["best_temperature"],
+                "seeds": 0,
+                **{v: control[v] for v in values},
+            }
+        )
+        for method, g in chosen[chosen.model == model].groupby("method"):
+            if f"profile_{values[0]}" not in g:
+                continue
+            row = {
+                "model": model,
+                "method": method,
+                "lr": float(g.lr.iloc[0]),
+                "seeds": len(g),
+                "temperature": summary["evaluation_temperature"],
+            }
+            for v in values:
+                row[v] = float(g[f"profile_{v}"].mean())
+            for v in ("greedy_accuracy", "mean_reward"):
+                column = g[f"profile_{v}"].tolist()
+                for name, reference in (("over_base", base[v]), ("beyond_control", control[v])):
+                    mean, low, high = interval([x - reference for x in column], cfg.analysis.confidence)
+                    row |= {f"{v}_{name}": mean, f"{v}_{name}_ci_low": low, f"{v}_{name}_ci_high": high}
+            row["reads"] = reads(row)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def reads(row: dict) -> str:
+    """What a trained method's gain over the base is: `learning` when its greedy accuracy beats the
+    best sharpening control's with an interval above 0 (it changed which answers the policy gives),
+    `sharpening` when only its sampled reward rose significantly above the base's, `no gain` else."""
+    if row["greedy_accuracy_beyond_control_ci_low"] > 0:
+        return "learning"
+    if row["mean_reward_over_base_ci_low"] > 0:
+        return "sharpening"
+    return "no gain"
+
+
 def lr_vs_rank(best: pd.DataFrame) -> pd.DataFrame:
     """Best lr per rank, its ratio to FullFT's best lr, and the spread of LoRA's best lrs (decades)."""
     rows = []
@@ -671,6 +747,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         "early_curves.csv": early_coincidence(curves, cfg.analysis.early_steps),
         "layers.csv": layers(cfg, judged, best),
         "plateau.csv": plateau(cfg, curves, best),
+        "sharpening.csv": sharpening(cfg, judged, best, at),
     }
     at.write_tables(table)
     write_json(

@@ -321,6 +321,34 @@ class EvaluateConfig(Strict):
         return at
 
 
+class SharpeningConfig(Strict):
+    """Sharpening or learning: what the RL regime's base model can already do, and how much of a
+    trained run's gain a change of temperature alone gives (docs/protocol.md)."""
+
+    samples: int = Field(
+        64, gt=0, description="Samples per prompt for the pass@k profile, on the whole val and test splits."
+    )
+    pass_at: list[int] = Field(
+        default_factory=lambda: [1, 4, 16, 64],
+        min_length=1,
+        description="The k of pass@k in the profile of the base model and of every RL run's final weights.",
+    )
+    temperatures: list[float] = Field(
+        default_factory=lambda: [0.25, 0.5, 0.75, 1.0, 1.25],
+        min_length=1,
+        description="Sampling temperatures of the base-model control (no training): the one with the best val "
+        "mean reward is the control at its tuned setting.",
+    )
+
+    @model_validator(mode="after")
+    def _ks(self) -> SharpeningConfig:
+        if any(k < 1 or k > self.samples for k in self.pass_at):
+            raise ValueError(f"pass_at {self.pass_at}: each k must lie in 1..samples ({self.samples})")
+        if any(t <= 0 for t in self.temperatures):
+            raise ValueError(f"temperatures {self.temperatures}: each must be > 0")
+        return self
+
+
 def tail_steps(at: list[float], steps: int) -> list[int]:
     """The steps (counted from 1, after that many updates) that the fractions `at` of `steps` fall on."""
     return sorted({min(steps, max(1, round(f * steps))) for f in at})
@@ -651,6 +679,7 @@ class StudyConfig(Grid):
     learning_rates: dict[Literal["rl", "sft"], LRGrid] = Field(description="Learning-rate grid per regime.")
     seeds: list[int] = Field(min_length=1, description="Training seeds; each run is repeated per seed.")
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+    sharpening: SharpeningConfig = Field(default_factory=SharpeningConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
     confirmation: ConfirmationConfig | None = Field(
         None,

@@ -8,7 +8,8 @@ accuracy, sampled pass@1 and mean reward for both regimes (and, on a task that s
 confidence, the sampled completions' Brier score and calibration error); for SFT also the
 negative log-likelihood of the answers (test NLL); for SFT, and for RL on a table of
 known entropy (facts), the final total NLL of the training set and the bits absorbed:
-its drop from the base model to the trained one.
+its drop from the base model to the trained one. For RL, the final weights' sharpening
+profile (`profile`: greedy accuracy and pass@k on the whole test split, rankone.rollouts.profile).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from rankone.models.load import load_base, load_policy
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts
 from rankone.paths import snapshot
 from rankone.rollouts import make_engine
+from rankone.rollouts.profile import greedy_accuracy as profile_greedy
+from rankone.rollouts.profile import pass_at_k, profile, sample_all
 from rankone.tasks.confidence import calibration
 from rankone.tasks import measures_storage, task_of
 
@@ -72,19 +75,9 @@ def scoring_engine(
     )
 
 
-def sample_all(engine, prompts: list[str], n: int, batch_prompts: int, greedy: bool = False) -> list[str]:
-    """Completion texts of `n` samples per prompt, `batch_prompts` prompts per engine call."""
-    return [
-        t
-        for i in range(0, len(prompts), batch_prompts)
-        for t in engine.sample(prompts[i : i + batch_prompts], n, greedy).texts
-    ]
-
-
 def greedy_accuracy(cfg: StudyConfig, engine, task, rows: list[dict]) -> float:
     """Share of `rows` whose greedy completion `engine`'s policy gets right."""
-    greedy = sample_all(engine, [r["prompt"] for r in rows], 1, cfg.evaluate.batch_prompts, greedy=True)
-    return sum(task.reward(t, r["answer"]) for t, r in zip(greedy, rows)) / len(rows)
+    return profile_greedy(engine, task, rows, cfg.evaluate.batch_prompts)
 
 
 def score(cfg: StudyConfig, engine, task, rows: list[dict], seed: int) -> dict:
@@ -105,13 +98,6 @@ def score(cfg: StudyConfig, engine, task, rows: list[dict], seed: int) -> dict:
         "mean_reward": sum(rewards) / len(rewards),
         **(calibration(sampled, rewards) if task.states_confidence else {}),
     }
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples of which c are right (Chen et al. 2021): 1 - C(n-c, k) / C(n, k)."""
-    from math import comb
-
-    return 1.0 - comb(n - c, k) / comb(n, k)
 
 
 class Scorer:
@@ -189,6 +175,10 @@ def evaluate_run(
         engine = scorer(model, tokenizer, run.seed)
         scored.append({"step": step, **score_splits(cfg, run, model, tokenizer, engine, task, splits)})
     result.update({k: scored[-1][k] for k in ("val", "test")}, checkpoints=scored)
+    if "profile" in splits:  # the final weights' sharpening profile on the whole test split
+        s = cfg.sharpening
+        sequences = cfg.evaluate.batch_prompts * cfg.evaluate.samples_per_prompt
+        result["profile"] = profile(engine, task, splits["profile"], s.samples, s.pass_at, sequences, run.seed)
     if base_train_nats is not None:
         final_nats, _ = answer_nll_nats(model, tokenizer, splits["train"], dtype=cfg.dtype)
         result["train_nll_bits_base"] = base_train_nats * NATS_TO_BITS
@@ -206,6 +196,8 @@ def run(cfg: StudyConfig, regime: str, model: str, method: str, at) -> list[dict
         raise ValueError(f"no runs for {regime}/{model}/{method} in the study's grid")
     data_dir, model_dir = at.data(regime), at.model(model)
     splits = {s: read_split(data_dir, s)[: cfg.evaluate.n_prompts] for s in ("val", "test")}
+    if regime == "rl":  # the sharpening profile reads the whole test split
+        splits["profile"] = read_split(data_dir, "test")
     base_train_nats = None
     if measures_storage(cfg, regime):  # bits stored, the same estimator in both regimes
         splits["train"] = read_split(data_dir, "train")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rankone.config import StudyConfig, lora_rank, method_position
+from rankone.config import StudyConfig, lora_rank, method_label, method_position
 from rankone.outputs import FIGURES, NEEDS_CONFIDENCE, enabled_experiments
 
 
@@ -603,4 +603,27 @@ def plot_levers_pass_at_k(table: pd.DataFrame, path: Path) -> None:
                 label=lever,
             )
         _label(ax, f"{model} · {method}", "k", "test pass@k")
+    _save(fig, path)
+
+
+def plot_sharpening(table: pd.DataFrame, path: Path) -> None:
+    """Test pass@k against k (log scale) per RL model: the base, the temperature control and each
+    method; greedy accuracy drawn at k = 0.5, left of the curve."""
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(table.model)) if len(table) else []
+    fig, axes = plt.subplots(1, max(1, len(models)), figsize=(4.6 * max(1, len(models)), 3.8), squeeze=False)
+    ks = sorted(int(c.removeprefix("pass_at_")) for c in table.columns if c.startswith("pass_at_"))
+    for ax, model in zip(axes[0], models):
+        for r in table[table.model == model].itertuples():
+            base = r.method == "base"
+            control = r.method.startswith("control")
+            style = dict(color="black", ls="-") if base else dict(color="gray", ls="--") if control else {}
+            label = f"{r.method} (T={r.temperature:g})" if control else method_label(r.method) if not base else "base"
+            ax.plot(ks, [getattr(r, f"pass_at_{k}") for k in ks], marker="o", label=label, **style)
+            ax.plot([0.5], [r.greedy_accuracy], marker="s", color=ax.lines[-1].get_color())
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([0.5, *ks], ["greedy", *map(str, ks)])
+        _label(ax, f"{model}: greedy (square) and pass@k", "k", "test")
+        ax.set_ylim(0, 1.02)
     _save(fig, path)

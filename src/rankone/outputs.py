@@ -19,6 +19,7 @@ from dataclasses import dataclass
 # pages, and the category of Snakemake's report.
 SECTIONS = {
     "answer": "The answer",
+    "sharpening": "Sharpening or learning",
     "rl_curves": "RL learning curves",
     "lr_sweep": "Learning-rate sweeps",
     "lr_rank": "Learning rate vs rank",
@@ -57,7 +58,8 @@ TABLES = {
     **_tables(
         "analysis",
         "best_lr.csv runs.csv confirm_runs.csv curves.csv checkpoints.csv verdicts.csv "
-        "trajectory.csv information.csv lr_vs_rank.csv early_curves.csv layers.csv plateau.csv summary.json",
+        "trajectory.csv information.csv lr_vs_rank.csv early_curves.csv layers.csv plateau.csv sharpening.csv "
+        "summary.json",
     ),
     **_tables("updates", "update_shares.csv update_matrices.csv update_overlap.csv"),
     **_tables("capacity", "capacity.csv capacity_falloff.csv capacity_chart.csv crossover.csv", "capacity"),
@@ -77,6 +79,13 @@ FIGURES = {
         "rates the tail score chose, paired by seed) with its interval; shaded: the margin. Colour = the verdict "
         "at that step; a stable verdict keeps one colour.",
         "answer",
+    ),
+    "sharpening.png": Figure(
+        "Sharpening or learning (RL): test pass@k against k on the whole test split, for the base model, the "
+        "sharpening control (the base at its best val temperature, no training) and each method's final weights "
+        "at its best lr (mean over the judged seeds); the square at the left is greedy accuracy. Sharpening lifts "
+        "small k towards the greedy value and leaves large k; learning lifts greedy accuracy and large k too.",
+        "sharpening",
     ),
     "rl_curves.png": Figure(
         "RL reward per step, each method at its best learning rate (mean over seeds, band = min..max).", "rl_curves"

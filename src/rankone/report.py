@@ -32,6 +32,7 @@ from rankone.figures import (
     plot_lr_sweep,
     plot_lr_vs_rank,
     plot_rl_bits,
+    plot_sharpening,
     plot_truncation,
     plot_updates,
 )
@@ -512,6 +513,48 @@ def plateau_note(plateau: pd.DataFrame, model: str) -> str:
     return (" " + "; ".join(notes) + ".") if notes else ""
 
 
+def sharpening_findings(sharp: pd.DataFrame) -> list[str]:
+    """Per RL model: what the base can already do, what the temperature control adds, and whether the
+    strongest arm (FullFT, else the best method) learned beyond sharpening: the regime its verdicts
+    are about (analysis.sharpening)."""
+    out = []
+    for model, g in sharp.groupby("model", sort=False) if len(sharp) else []:
+        base = g[g.method == "base"].iloc[0]
+        control = g[g.method.str.startswith("control")].iloc[0]
+        trained = g[~g.method.isin(["base"]) & ~g.method.str.startswith("control")]
+        big = max(c for c in g.columns if c.startswith("pass_at_"))
+        k = big.removeprefix("pass_at_")
+        sentence = (
+            f"**{model}**: the base model answers {base.greedy_accuracy:.3f} of the test problems greedily "
+            f"(pass@{k} {getattr(base, big):.3f}, mean reward {base.mean_reward:.3f} at T={base.temperature:g}); "
+            f"the sharpening control (T={control.temperature:g}) reaches mean reward {control.mean_reward:.3f}."
+        )
+        if len(trained):
+            arm = (
+                trained[trained.method == "fullft"].iloc[0]
+                if (trained.method == "fullft").any()
+                else (trained.sort_values("greedy_accuracy").iloc[-1])
+            )
+            sentence += (
+                f" {method_label(arm.method)}: greedy {arm.greedy_accuracy:.3f}, "
+                f"{arm.greedy_accuracy_beyond_control:+.3f} beyond the control "
+                f"[{arm.greedy_accuracy_beyond_control_ci_low:+.3f}, "
+                f"{arm.greedy_accuracy_beyond_control_ci_high:+.3f}]; mean reward {arm.mean_reward:.3f}, "
+                f"{arm.mean_reward_beyond_control:+.3f} beyond the control; pass@{k} {getattr(arm, big):.3f} "
+                f"against the base's {getattr(base, big):.3f}. "
+                + (
+                    "It learned beyond sharpening: this model's verdicts are about learning."
+                    if arm.reads == "learning"
+                    else "It did not learn beyond sharpening: this model's RL verdicts are about sharpening, not "
+                    "learning."
+                    if arm.reads == "sharpening"
+                    else "It gained nothing over the base: this model's RL verdicts judge no learning at all."
+                )
+            )
+        out.append(sentence)
+    return out
+
+
 def legacy_plateau_note(p: pd.DataFrame) -> str:
     """FullFT's plateau as a study published before the slope test judged it (the late window's
     mean within one seed sd of the window before it)."""
@@ -695,6 +738,7 @@ def tables(at: Layout) -> dict:
         "updates": {name: t(f"update_{name}.csv") for name in ("shares", "matrices", "overlap")},
         "layer_table": t("layers.csv"),
         "judged": judged_runs(at.analysis),
+        "sharp": t("sharpening.csv"),
     }
 
 
@@ -717,6 +761,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     plot_rl_bits(curves, best[keys], out / "rl_bits.png")
     plot_lr_vs_rank(t["lr_rank"], out / "lr_vs_rank.png")
     plot_updates(updates["shares"], updates["matrices"], out / "updates.png")
+    plot_sharpening(t["sharp"], out / "sharpening.png")
 
     sections = build_sections(cfg, at, **t)
     with atomic_path(out / "report.md") as tmp:
@@ -726,7 +771,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
 
 
 def build_sections(
-    cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates, layer_table, judged
+    cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates, layer_table, judged, sharp
 ) -> list[tuple[str, list]]:
     """(heading, blocks); a block is a str paragraph, a DataFrame, or ("figure", file)."""
     rollouts = []
@@ -794,6 +839,20 @@ def build_sections(
                 "by "
                 f"seed; {cfg.analysis.confidence:.0%} t interval over seeds. A run's score: {score_words(cfg)}. "
                 f"{seed_words(cfg)} {RULE_WORDS}",
+            ],
+        ),
+        (
+            SECTIONS["sharpening"],
+            [
+                ("figure", "sharpening.png"),
+                *sharpening_findings(sharp),
+                "Profiles on the whole test split: greedy accuracy, mean reward and unbiased pass@k from "
+                f"{cfg.sharpening.samples} samples a prompt at the evaluation temperature; each method's final weights "
+                "at its best lr, mean over the judged seeds with t intervals. The control is the base model at the "
+                "temperature with the best val mean reward, no training (a temperature moves no argmax, so its "
+                "greedy accuracy is the base's). Beyond control = the method's value minus the control's: the part "
+                "of its gain that sharpening does not give.",
+                _round(sharp) if len(sharp) else "No RL regime.",
             ],
         ),
         (

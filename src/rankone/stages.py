@@ -68,7 +68,19 @@ STAGES: dict[str, Stage] = {
     ),
     "rollouts": Stage(
         ("data.py", "models", "rollouts"),
-        ("seed", "threads", "cpu_kernels", "device", "dtype", "rollout", "tasks.rl"),
+        (
+            "seed",
+            "threads",
+            "cpu_kernels",
+            "device",
+            "dtype",
+            "rollout",
+            "tasks.rl",
+            "sharpening",
+            "evaluate.temperature",
+            "evaluate.batch_prompts",
+            "evaluate.samples_per_prompt",
+        ),
         ("data", "models"),
     ),
     "train": Stage(
@@ -96,6 +108,8 @@ STAGES: dict[str, Stage] = {
             "device",
             "dtype",
             "evaluate",
+            "sharpening.samples",
+            "sharpening.pass_at",
             "rollout.engine",
             "rollout.enforce_eager",
             "rollout.max_new_tokens",
@@ -105,7 +119,9 @@ STAGES: dict[str, Stage] = {
     ),
     # Chooses each method's lr on the sweep's val scores: the confirmation runs' lrs.
     "select": Stage(("analysis.py", "info.py"), ("analysis",), ("train", "evaluate")),
-    "analysis": Stage(("analysis.py", "info.py"), ("analysis", "confirmation"), ("select", "train", "evaluate")),
+    "analysis": Stage(
+        ("analysis.py", "info.py"), ("analysis", "confirmation"), ("select", "train", "evaluate", "rollouts")
+    ),
     "updates": Stage(("updates.py",), (), ("analysis", "models", "train")),
     "truncation": Stage(
         ("truncation.py", "updates.py", "evaluate.py", "analysis.py", "models", "rollouts", "data.py", "info.py"),

@@ -26,6 +26,9 @@ rule analysis:
         best=table_path("best_lr.csv"),
         confirm_train=confirm_files("train"),
         confirm_evaluate=confirm_files("evaluate"),
+        rollouts=expand(
+            f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.models
+        ),
     output:
         runs=table_path("runs.csv"),
         curves=table_path("curves.csv"),
@@ -37,6 +40,7 @@ rule analysis:
         early_curves=table_path("early_curves.csv"),
         layers=table_path("layers.csv"),
         plateau=table_path("plateau.csv"),
+        sharpening=table_path("sharpening.csv"),
         summary=table_path("summary.json"),
     log:
         f"{RESULTS}/logs/analysis.log",

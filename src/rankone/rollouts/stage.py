@@ -1,12 +1,13 @@
 """The rollouts stage: how the base policy behaves before any training.
 
 Per prompt pass rate, the share of zero-variance groups (all samples right or all
-wrong: no policy-gradient signal), and unbiased pass@k, on train and val prompts.
+wrong: no policy-gradient signal), and unbiased pass@k, on train and val prompts; and
+the base model's sharpening profile (greedy accuracy, pass@k up to `sharpening.samples`)
+on the whole val and test splits at each temperature of the sharpening control.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
@@ -18,15 +19,9 @@ from rankone.io import atomic_path, log, provenance, seed_everything, write_json
 from rankone.device import resolve
 from rankone.models.load import load_base
 from rankone.rollouts import make_engine
+from rankone.rollouts.profile import pass_at_k, profile
 from rankone.tasks.confidence import calibration
 from rankone.tasks import task_of
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples with c correct (Chen et al. 2021)."""
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
@@ -74,6 +69,7 @@ def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dic
             summary[split]["zero_variance_share"],
         )
     engine.close()
+    summary["sharpening"] = base_profile(cfg, model, tokenizer, model_dir, data_dir, task)
     summary["provenance"] = provenance(cfg, "rollouts", cfg.seed, started)
     out_dir.mkdir(parents=True, exist_ok=True)
     import pandas as pd
@@ -82,3 +78,36 @@ def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dic
         pd.DataFrame(per_prompt).to_csv(tmp, index=False)
     write_json(out_dir / "summary.json", summary)
     return summary
+
+
+def base_profile(cfg: StudyConfig, model, tokenizer, model_dir: Path, data_dir: Path, task) -> dict:
+    """The base model's sharpening profile (rankone.rollouts.profile) on the whole val and test
+    splits at each temperature of `sharpening.temperatures` and at the evaluation temperature, and
+    the sharpening control at its tuned setting: the temperature with the best val mean reward
+    (ties: the one nearest the evaluation temperature). No training."""
+    s, r = cfg.sharpening, cfg.rollout
+    splits = {split: read_split(data_dir, split) for split in ("val", "test")}
+    sequences = cfg.evaluate.batch_prompts * cfg.evaluate.samples_per_prompt
+    temperatures = sorted({*s.temperatures, cfg.evaluate.temperature})
+    at = {}
+    for temperature in temperatures:
+        engine = make_engine(
+            r.engine,
+            model,
+            tokenizer,
+            temperature,
+            r.max_new_tokens,
+            model_dir,
+            None,
+            cfg.seed,
+            dtype=cfg.dtype,
+            options=r,
+        )
+        at[f"{temperature:g}"] = {
+            split: profile(engine, task, rows, s.samples, s.pass_at, sequences, cfg.seed)
+            for split, rows in splits.items()
+        }
+        engine.close()
+        log.info("%s at T=%g: test %s", model_dir.name, temperature, at[f"{temperature:g}"]["test"])
+    best = max(temperatures, key=lambda t: (at[f"{t:g}"]["val"]["mean_reward"], -abs(t - cfg.evaluate.temperature)))
+    return {"temperatures": at, "evaluation_temperature": cfg.evaluate.temperature, "best_temperature": best}
