@@ -10,7 +10,7 @@ from rankone.analysis import (
     by_step,
     checkpoint_rows,
     family,
-    holm,
+    corrected,
     interval,
     judge,
     p_values,
@@ -119,26 +119,28 @@ def test_the_tests_agree_with_the_interval():
         assert (p_diff < 0.05) == (low > 0 or high < 0)
 
 
-def test_holm_corrects_within_each_family_and_says_what_it_turned():
+def test_corrections_run_within_each_family_and_say_what_they_turned():
+    """The same p-values in two families: Holm (the primary family) turns both parities at
+    0.014 and 0.015 into inconclusive (adjusted 0.028, past 0.025); Benjamini-Hochberg (any other
+    family) keeps them (adjusted 0.015). A row without p-values is not counted."""
     rows = [
-        # a primary comparison that is decided before and after (alone in its family)
-        dict(family="primary", gap=-0.02, half_width=0.01, p_equivalence=0.001, p_difference=0.2),
-        # four secondary ones; the weakest parity does not survive Holm over four
-        dict(family="secondary", gap=0.0, half_width=0.03, p_equivalence=0.02, p_difference=0.9),
-        dict(family="secondary", gap=0.0, half_width=0.01, p_equivalence=0.001, p_difference=0.8),
-        dict(family="secondary", gap=-0.3, half_width=0.05, p_equivalence=1.0, p_difference=0.001),
-        dict(family="secondary", gap=0.0, half_width=0.0, p_equivalence=math.nan, p_difference=math.nan),
-    ]
+        dict(family=f, gap=0.0, half_width=0.02, p_equivalence=p, p_difference=0.6)
+        for f in ("primary", "secondary")
+        for p in (0.014, 0.015)
+    ] + [dict(family="secondary", gap=0.0, half_width=0.0, p_equivalence=math.nan, p_difference=math.nan)]
     table = pd.DataFrame(rows).assign(margin=MARGIN)
     table[["verdict", "reason"]] = [
         judge(r.gap, r.half_width, r.p_equivalence, r.p_difference, MARGIN, 0.95) for r in table.itertuples()
     ]
-    out = holm(table.drop(columns="family"), 0.95, table.family)
-    assert out.family_size.tolist() == [1, 3, 3, 3, 3]  # the untested row is not counted
-    assert out.verdict_uncorrected.tolist() == ["parity", "parity", "parity", "worse", "inconclusive"]
-    assert out.verdict.tolist() == ["parity", "inconclusive", "parity", "worse", "inconclusive"]
-    assert out.p_equivalence_holm.iloc[1] == pytest.approx(0.04)  # 0.02 x 2 (second smallest of three)
-    assert "parity before Holm's correction over 3 comparisons" in out.reason.iloc[1]
+    out = corrected(table.drop(columns="family"), 0.95, table.family)
+    assert out.family_size.tolist() == [2, 2, 2, 2, 2]
+    assert out.correction.tolist() == ["holm", "holm", "fdr_bh", "fdr_bh", "fdr_bh"]
+    assert out.verdict_uncorrected.tolist() == ["parity"] * 4 + ["inconclusive"]
+    assert out.verdict.tolist() == ["inconclusive", "inconclusive", "parity", "parity", "inconclusive"]
+    assert out.p_equivalence_adjusted.iloc[:4].tolist() == pytest.approx([0.028, 0.028, 0.015, 0.015])
+    assert out.reason.iloc[0] == (
+        "parity before Holm's correction over 2 comparisons (adjusted p: equivalence 0.028, difference 1.000)"
+    )
 
 
 def test_primary_family_is_rank_one_on_the_score():
@@ -505,3 +507,31 @@ def test_sharpening_splits_a_gain_into_the_controls_part_and_the_rest(tmp_path):
     assert r1.mean_reward_over_base == pytest.approx(0.09) and r1.mean_reward_beyond_control == pytest.approx(0.01)
     assert r1.greedy_accuracy_beyond_control_ci_low < 0 < r1.greedy_accuracy_beyond_control_ci_high
     assert r1.reads == "sharpening"
+
+
+def test_rejudging_a_published_interval_recovers_the_p_values_exactly():
+    """scripts/rejudge-published: a paired t test needs only the gap, the interval and the seeds,
+    so p-values rebuilt from a published row equal those of the raw gaps."""
+    import runpy
+
+    from rankone.analysis import compare
+    from tests.conftest import ROOT
+
+    rejudge = runpy.run_path(str(ROOT / "scripts" / "rejudge-published"))["rejudge"]
+    rows = []
+    for gaps in ([-0.02, -0.021, -0.019, -0.02, -0.0205], [0.01, -0.01, 0.0, 0.005, -0.005], [-0.3, -0.25, -0.35]):
+        mine = pd.Series(gaps)
+        rows.append(
+            {
+                "regime": "rl",
+                "model": "m",
+                "method": "lora-r4",
+                "metric": "score",
+                **compare(mine, pd.Series([0.0] * len(gaps)), MARGIN, 0.95),
+            }
+        )
+    published = pd.DataFrame(rows)
+    again = rejudge(published.drop(columns=["p_equivalence", "p_difference"]))
+    assert again.p_equivalence.tolist() == pytest.approx(published.p_equivalence.tolist(), rel=1e-9, abs=1e-12)
+    assert again.p_difference.tolist() == pytest.approx(published.p_difference.tolist(), rel=1e-9, abs=1e-12)
+    assert again.verdict_uncorrected.tolist() == ["small", "parity", "worse"]

@@ -49,7 +49,7 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
         assert (smoke / at.rollouts(model) / "summary.json").is_file()
     verdicts = pd.read_csv(smoke / at.table("verdicts.csv"))
     assert set(verdicts.verdict) <= {"parity", "small", "worse", "better", "inconclusive"}
-    assert {"p_equivalence", "p_difference", "p_equivalence_holm", "family"} <= set(verdicts.columns)
+    assert {"p_equivalence", "p_difference", "p_equivalence_adjusted", "family"} <= set(verdicts.columns)
     assert set(verdicts[verdicts.family == "primary"].method) == {"lora-r1"}
     pairs = len(cfg.regimes) * len(cfg.models) * (len(cfg.methods) - 1)
     assert len(verdicts) == 2 * pairs  # the score and greedy accuracy

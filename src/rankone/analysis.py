@@ -16,7 +16,7 @@
 - `layers.csv`: attention-only and MLP-only LoRA against all-linear at equal rank.
 - `verdicts.csv`: the gap to FullFT on **test** at each method's best learning rate,
   paired by seed, with a t confidence interval over seeds, TOST and difference p-values,
-  Holm-corrected within the primary and the secondary family, and judged against the
+  corrected within the primary (Holm) and the secondary family (Benjamini-Hochberg), judged against the
   margin fixed in the config before the run (see `judge`), for the score and for greedy
   accuracy; a best lr on the edge of either side's grid is named.
 - `plateau.csv`: whether each method's RL reward had stopped rising at its best lr
@@ -268,44 +268,58 @@ def judge(
     return "inconclusive", "interval covers 0 and reaches past the margin"
 
 
-def holm(table: pd.DataFrame, confidence: float, family: pd.Series | str = "all") -> pd.DataFrame:
-    """`table` (rows of `compare`) judged again after Holm's correction (statsmodels'
-    `multipletests`) within each family: `p_equivalence_holm` and `p_difference_holm`, the
-    family's size (rows with p-values), the verdict before correction (`verdict_uncorrected`)
-    and after (`verdict`, `reason`). `family` names each row's family (a column or one name)."""
+# Multiplicity, per family of verdicts: Holm's step-down (family-wise error) for the pre-registered
+# primary family, Benjamini-Hochberg (false discovery rate) for every other family; both statsmodels'.
+CORRECTION = {"primary": "holm"}
+SECONDARY_CORRECTION = "fdr_bh"
+CORRECTION_NAMES = {"holm": "Holm's correction", "fdr_bh": "Benjamini-Hochberg's correction"}
+
+
+def corrected(table: pd.DataFrame, confidence: float, family: pd.Series | str = "all") -> pd.DataFrame:
+    """`table` (rows of `compare`) judged again after a multiplicity correction within each family
+    (statsmodels' `multipletests`: Holm for `primary`, Benjamini-Hochberg for any other family):
+    `p_equivalence_adjusted` and `p_difference_adjusted`, the family, its size (rows with p-values)
+    and `correction`, the verdict before correction (`verdict_uncorrected`) and after (`verdict`,
+    `reason`). `family` names each row's family (a column or one name)."""
     from statsmodels.stats.multitest import multipletests
 
     out = table.copy()
     out["family"] = family
+    adjusted = ("p_equivalence_adjusted", "p_difference_adjusted")
     if not len(out):
         return out.assign(
             family_size=pd.Series(dtype=int),
-            p_equivalence_holm=pd.Series(dtype=float),
-            p_difference_holm=pd.Series(dtype=float),
+            correction=pd.Series(dtype=str),
             verdict_uncorrected=pd.Series(dtype=str),
+            **{c: pd.Series(dtype=float) for c in adjusted},
         )
     out["verdict_uncorrected"] = out["verdict"]
     out["family_size"] = 0
-    for column in ("p_equivalence", "p_difference"):
-        out[f"{column}_holm"] = math.nan
+    out["correction"] = out.family.map(lambda f: CORRECTION.get(f, SECONDARY_CORRECTION))
+    for column in adjusted:
+        out[column] = math.nan
     for _, rows in out.groupby("family"):
         tested = rows[rows.p_equivalence.notna() & rows.p_difference.notna()]
         out.loc[rows.index, "family_size"] = len(tested)
         for column in ("p_equivalence", "p_difference"):
             if len(tested):
-                out.loc[tested.index, f"{column}_holm"] = multipletests(tested[column], method="holm")[1]
+                method = tested.correction.iloc[0]
+                out.loc[tested.index, f"{column}_adjusted"] = multipletests(tested[column], method=method)[1]
     judged = [
-        judge(r.gap, r.half_width, r.p_equivalence_holm, r.p_difference_holm, r.margin, confidence)
-        if math.isfinite(r.p_equivalence_holm)
+        judge(r.gap, r.half_width, r.p_equivalence_adjusted, r.p_difference_adjusted, r.margin, confidence)
+        if math.isfinite(r.p_equivalence_adjusted)
         else (r.verdict, r.reason)
         for r in out.itertuples()
     ]
     out["verdict"] = [v for v, _ in judged]
     out["reason"] = [
         why
-        if r.verdict_uncorrected == v or not math.isfinite(r.p_equivalence_holm)
-        else f"{why}; {r.verdict_uncorrected} before Holm's correction over {r.family_size} comparisons"
-        for (v, why), r in zip(judged, out.itertuples())
+        if r.verdict_uncorrected == v or not math.isfinite(r.p_equivalence_adjusted)
+        else (
+            f"{r.verdict_uncorrected} before {CORRECTION_NAMES[r.correction]} over {r.family_size} comparisons "
+            f"(adjusted p: equivalence {r.p_equivalence_adjusted:.3f}, difference {r.p_difference_adjusted:.3f})"
+        )
+        for (v, _), why, r in zip(judged, out.reason, out.itertuples())
     ]
     return out
 
@@ -333,7 +347,7 @@ def margin_of(cfg: StudyConfig, regime: str, metric: str) -> float:
 def compare(mine: pd.Series, base: pd.Series, margin: float, confidence: float) -> dict:
     """`mine` against `base` (values indexed by seed), paired by seed: the mean gap, its interval,
     the two tests' p-values and the verdict against `margin` (uncorrected for multiplicity: see
-    `holm`) with its reason and the seeds that would decide."""
+    `corrected`) with its reason and the seeds that would decide."""
     seeds = sorted(set(mine.index) & set(base.index))
     gaps = [float(mine[s] - base[s]) for s in seeds]
     mean, low, high = interval(gaps, confidence) if gaps else (math.nan,) * 3
@@ -393,11 +407,12 @@ def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.Dat
     table = pd.DataFrame(out)
     if not len(table):
         return table
-    return holm(table, cfg.analysis.confidence, family(table))
+    return corrected(table, cfg.analysis.confidence, family(table))
 
 
 # The pre-registered primary family: rank 1 (all-linear) against FullFT on the score, per regime and
-# model. Every other comparison of verdicts.csv is the secondary family; Holm's correction runs in each.
+# model (Holm's correction). Every other comparison of verdicts.csv is the secondary family
+# (Benjamini-Hochberg's).
 PRIMARY = {"method": "lora-r1", "metric": "score"}
 
 
@@ -656,7 +671,7 @@ def layers(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataF
                     **result,
                 }
             )
-    return holm(pd.DataFrame(rows), cfg.analysis.confidence, "layers")
+    return corrected(pd.DataFrame(rows), cfg.analysis.confidence, "layers")
 
 
 def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: Layout) -> pd.DataFrame:

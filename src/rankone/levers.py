@@ -31,7 +31,7 @@ import math
 
 import pandas as pd
 
-from rankone.analysis import best_learning_rates, collect, compare, holm
+from rankone.analysis import best_learning_rates, collect, compare, corrected
 from rankone.config import RunId, StudyConfig
 from rankone.data import read_split
 from rankone.io import log, read_jsonl, read_table, seed_everything
@@ -175,7 +175,7 @@ def compare_levers(cfg: StudyConfig, plain: pd.DataFrame, levers: dict[str, pd.D
                         **compare(sign * mine[column], sign * base[column], margin, cfg.analysis.confidence),
                     }
                 )
-    return holm(pd.DataFrame(out), cfg.analysis.confidence, "levers")
+    return corrected(pd.DataFrame(out), cfg.analysis.confidence, "levers")
 
 
 def calibration_curves(at: Layout, runs: pd.DataFrame, side: str) -> pd.DataFrame:

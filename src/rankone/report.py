@@ -420,10 +420,10 @@ RULE_WORDS = (
     "equivalent (the interval inside ±margin) and covering 0; small: a gap that excludes 0 but whose "
     "estimate lies inside the margin; worse or better: a gap that excludes 0 with its estimate beyond the "
     "margin; otherwise inconclusive, with the reason and, when underpowered, the seeds that would decide. "
-    "Holm's correction runs within the pre-registered primary family (rank 1 against FullFT on the score, "
-    "per regime and model) and within the rest (secondary); the verdicts are the corrected ones, and "
-    "p-values before and after are in the table. Per-checkpoint verdicts are corrected the same way within "
-    "their step."
+    "Multiplicity: Holm's correction within the pre-registered primary family (rank 1 against FullFT on the "
+    "score, per regime and model), Benjamini-Hochberg's (false discovery rate) within the rest; the verdicts are "
+    "the corrected ones, and p-values before and after are in the table. Per-checkpoint verdicts are corrected "
+    "the same way within their step."
 )
 
 
@@ -806,8 +806,9 @@ def build_sections(
         "family",
         "p_equivalence",
         "p_difference",
-        "p_equivalence_holm",
-        "p_difference_holm",
+        "correction",
+        "p_equivalence_adjusted",
+        "p_difference_adjusted",
         "verdict_uncorrected",
         "verdict",
         "reason",
