@@ -42,6 +42,19 @@ def test_control_rewards_ignore_correctness():
     assert 0.4 < float(coins.mean()) < 0.6 and set(coins.tolist()) == {0.0, 1.0}
 
 
+def test_majority_reward_agrees_with_the_group_and_reads_no_answer():
+    # two groups of four: the mode "7" (wrong) is rewarded, the right "12" is not; a tie goes to the
+    # answer given first; unparseable samples neither vote nor agree
+    texts = ["7", "12", "7", "x", "3", "5", "5", "3"]
+    wrong = ["99"] * 8
+    majority = training_rewards("majority", Arithmetic, texts, wrong, 0, 0, group_size=4).tolist()
+    assert majority == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0]
+    assert training_rewards("majority", Arithmetic, texts, ["7"] * 8, 0, 0, group_size=4).tolist() == majority
+    assert training_rewards("majority", Arithmetic, ["x"] * 4, wrong[:4], 0, 0, group_size=4).tolist() == [0.0] * 4
+    with pytest.raises(ValueError, match="groups of 3"):
+        training_rewards("majority", Arithmetic, texts, wrong, 0, 0, group_size=3)
+
+
 def test_calibration_subtracts_alpha_times_the_brier_term():
     from rankone.tasks.confidence import with_confidence
 

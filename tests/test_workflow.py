@@ -163,7 +163,7 @@ def test_smoke_levers_run_at_plain_rls_episodes_and_are_judged_against_it(smoke)
     metrics = {"score", "pass_at_1", f"pass_at_{G}", "brier", "ece"}
     assert len(table) == len(metrics) * pairs and set(table.metric) == metrics
     assert (table.seeds == len(cfg.levers.seeds)).all()
-    assert set(table.verdict) <= {"parity", "better", "worse", "inconclusive"}
+    assert set(table.verdict) <= {"parity", "small", "better", "worse", "inconclusive"}
     passes = pd.read_csv(smoke / at.table("levers_pass_at_k.csv"))
     assert sorted(passes.k.unique()) == list(range(1, G + 1))
     assert (passes.groupby(["lever", "model", "method", "seed"]).pass_at_k.is_monotonic_increasing).all()

@@ -148,11 +148,12 @@ class RLConfig(Strict):
         description="Which samples the update learns from: both signs of advantage (plain RL), only positive ones "
         "(PSR) or only negative ones (NSR).",
     )
-    reward: Literal["task", "format", "random"] = Field(
+    reward: Literal["task", "format", "random", "majority"] = Field(
         "task",
         description="What the trainer rewards: the task's answer checker; format only (1 when the checker can parse "
-        "an answer, right or wrong); or a fair coin per sample, independent of the completion (controls). "
-        "Evaluation always scores with the task's checker.",
+        "an answer, right or wrong); a fair coin per sample, independent of the completion; or agreement with the "
+        "group's most common answer, reading no reference answer (entropy minimisation: the sharpening control). "
+        "The last three are controls. Evaluation always scores with the task's checker.",
     )
     variance_filter: bool = Field(
         False,

@@ -43,6 +43,7 @@ from __future__ import annotations
 import functools
 import math
 import random
+from collections import Counter
 import time
 import zlib
 from dataclasses import dataclass
@@ -83,9 +84,12 @@ def training_rewards(
     step: int,
     calibration_alpha: float = 0.0,
     correct: list[float] | None = None,
+    group_size: int = 1,
 ) -> torch.Tensor:
-    """The reward the trainer learns from: the task's checker, format only, or a seeded fair coin;
-    with `calibration_alpha`, minus calibration_alpha x the Brier term of the stated confidence.
+    """The reward the trainer learns from: the task's checker, format only, a seeded fair coin, or
+    agreement with the group's majority answer (`texts` in groups of `group_size` consecutive
+    samples of one prompt; reads no reference answer: entropy minimisation); with
+    `calibration_alpha`, minus calibration_alpha x the Brier term of the stated confidence.
     `correct`: the task checker's rewards of `texts`, when the caller has them already."""
     if correct is None and (kind == "task" or calibration_alpha):
         correct = [task.reward(t, a) for t, a in zip(texts, answers)]
@@ -96,11 +100,29 @@ def training_rewards(
     elif kind == "random":  # a function of (seed, step) only, so a resumed run draws the same coins
         coins = random.Random(f"reward:{seed}:{step}")
         values = [float(coins.random() < 0.5) for _ in texts]
+    elif kind == "majority":
+        values = majority_agreement([task.parse_answer(t) for t in texts], group_size)
     else:
         raise ValueError(f"unknown reward kind {kind!r}")
     if calibration_alpha:
         values = [v - calibration_alpha * b for v, b in zip(values, brier_terms(texts, correct))]
     return torch.tensor(values)
+
+
+def majority_agreement(parsed: list[str | None], group_size: int) -> list[float]:
+    """1 for each sample whose parsed answer is its group's most common parsed answer, else 0
+    (unparseable answers never vote and never agree; a tie goes to the answer given first, so the
+    reward is a function of the samples alone). The sharpening control that reads no answer."""
+    if group_size < 1 or len(parsed) % group_size:
+        raise ValueError(f"{len(parsed)} samples do not split into groups of {group_size}")
+    values = []
+    for start in range(0, len(parsed), group_size):
+        group = parsed[start : start + group_size]
+        votes = Counter(a for a in group if a is not None)
+        top = max(votes.values(), default=0)
+        mode = next((a for a in group if a is not None and votes[a] == top), None)
+        values += [float(a is not None and a == mode) for a in group]
+    return values
 
 
 def unparseable_share(task, texts: list[str]) -> float:
@@ -183,6 +205,7 @@ class Rollouts:
                 step,
                 rl.calibration_alpha,
                 task_rewards_B.tolist(),
+                G,
             )
         )
         advantages_P_G, keep_P = self.advantages(rewards_B.to(self.device).view(len(prompts), G))
