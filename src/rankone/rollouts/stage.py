@@ -29,18 +29,7 @@ def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dic
     seed_everything(cfg.seed, cfg.threads)
     model, tokenizer = load_base(model_dir, cfg.dtype, resolve(cfg.device))
     r = cfg.rollout
-    engine = make_engine(
-        r.engine,
-        model,
-        tokenizer,
-        r.temperature,
-        r.max_new_tokens,
-        model_dir,
-        None,
-        cfg.seed,
-        dtype=cfg.dtype,
-        options=r,
-    )
+    engine = base_engine(cfg, model, tokenizer, model_dir, r.temperature)
     task = task_of(cfg.tasks["rl"])
     summary: dict = {"model": model_dir.name, "samples_per_prompt": r.samples_per_prompt}
     per_prompt = []
@@ -80,29 +69,26 @@ def run(cfg: StudyConfig, model_dir: Path, data_dir: Path, out_dir: Path) -> dic
     return summary
 
 
+def base_engine(cfg: StudyConfig, model, tokenizer, model_dir: Path, temperature: float):
+    """The configured rollout engine serving the base model (no adapter) at `temperature`."""
+    r = cfg.rollout
+    return make_engine(
+        r.engine, model, tokenizer, temperature, r.max_new_tokens, model_dir, None, cfg.seed, dtype=cfg.dtype, options=r
+    )
+
+
 def base_profile(cfg: StudyConfig, model, tokenizer, model_dir: Path, data_dir: Path, task) -> dict:
     """The base model's sharpening profile (rankone.rollouts.profile) on the whole val and test
     splits at each temperature of `sharpening.temperatures` and at the evaluation temperature, and
     the sharpening control at its tuned setting: the temperature with the best val mean reward
     (ties: the one nearest the evaluation temperature). No training."""
-    s, r = cfg.sharpening, cfg.rollout
+    s = cfg.sharpening
     splits = {split: read_split(data_dir, split) for split in ("val", "test")}
     sequences = cfg.evaluate.batch_prompts * cfg.evaluate.samples_per_prompt
     temperatures = sorted({*s.temperatures, cfg.evaluate.temperature})
     at = {}
     for temperature in temperatures:
-        engine = make_engine(
-            r.engine,
-            model,
-            tokenizer,
-            temperature,
-            r.max_new_tokens,
-            model_dir,
-            None,
-            cfg.seed,
-            dtype=cfg.dtype,
-            options=r,
-        )
+        engine = base_engine(cfg, model, tokenizer, model_dir, temperature)
         at[f"{temperature:g}"] = {
             split: profile(engine, task, rows, s.samples, s.pass_at, sequences, cfg.seed)
             for split, rows in splits.items()
