@@ -12,6 +12,7 @@ from rankone.analysis import (
     family,
     corrected,
     interval,
+    lr_optimum,
     judge,
     p_values,
     plateau,
@@ -535,3 +536,23 @@ def test_rejudging_a_published_interval_recovers_the_p_values_exactly():
     assert again.p_equivalence.tolist() == pytest.approx(published.p_equivalence.tolist(), rel=1e-9, abs=1e-12)
     assert again.p_difference.tolist() == pytest.approx(published.p_difference.tolist(), rel=1e-9, abs=1e-12)
     assert again.verdict_uncorrected.tolist() == ["small", "parity", "worse"]
+
+
+def test_fitted_optimum_finds_the_vertex_and_the_lora_over_fullft_ratio():
+    """Val score = -(log10 lr - peak)^2 plus seed noise: FullFT peaks at 1e-3, rank 1 at 4e-3 (a
+    ratio of 4) on a 2x grid, rank 4 rises to the grid's top (no interior optimum)."""
+    grid = [2.5e-4 * 2**i for i in range(6)]  # 2.5e-4 .. 8e-3
+    peaks = {"fullft": -3.0, "lora-r1": math.log10(4e-3)}
+    rows = []
+    for seed in range(4):
+        for i, lr in enumerate(grid):
+            noise = 0.002 * (((seed * 7 + i * 3) % 5) - 2)
+            for method, peak in peaks.items():
+                rows.append(("rl", "m", method, lr, seed, "completed", -((math.log10(lr) - peak) ** 2) + noise))
+            rows.append(("rl", "m", "lora-r4", lr, seed, "completed", math.log10(lr) + noise))
+    table = lr_optimum(runs(rows), 0.95, resamples=200).set_index("method")
+    full, r1, r4 = table.loc["fullft"], table.loc["lora-r1"], table.loc["lora-r4"]
+    assert full.fitted_lr == pytest.approx(1e-3, rel=0.05) and full.interior
+    assert full.fitted_lr_ci_low < 1e-3 < full.fitted_lr_ci_high
+    assert r1.ratio_to_fullft == pytest.approx(4, rel=0.1) and r1.ratio_ci_low < 4 < r1.ratio_ci_high
+    assert not r4.interior and r4.edge == "high" and not r4.fitted_lr <= max(grid)  # NaN or beyond the grid

@@ -11,6 +11,8 @@
   primary score.
 - `trajectory.csv`: the verdict at every late checkpoint, at those learning rates; each
   verdict's `stable` says whether they all agree with it, and `by_step` lists them.
+- `lr_optimum.csv`: each method's fitted optimum lr (a quadratic in log-lr over the sweep's
+  runs, with a seed-bootstrap interval) and LoRA's over FullFT's, with its paired interval.
 - `lr_vs_rank.csv`, `early_curves.csv`: best lr per rank against FullFT's, and how
   closely the ranks' early learning curves coincide at equal lr.
 - `layers.csv`: attention-only and MLP-only LoRA against all-linear at equal rank.
@@ -597,6 +599,87 @@ def reads(row: dict) -> str:
     return "no gain"
 
 
+BOOTSTRAP = 2000  # resamples of the seeds for the fitted optimum's interval
+
+
+def lr_optimum(runs: pd.DataFrame, confidence: float, resamples: int = BOOTSTRAP) -> pd.DataFrame:
+    """Each method's fitted optimum learning rate (lr_optimum.csv): a quadratic in log10(lr) fitted by
+    least squares (numpy's polyfit) to every completed sweep run's val score, its vertex when the
+    parabola opens downwards, and a percentile interval from resampling the seeds (each seed keeps its
+    runs at every lr; the same resamples for every method of a (regime, model), so that LoRA's optimum
+    over FullFT's, `ratio_to_fullft`, gets a paired interval). `interior` says whether the vertex lies
+    inside the grid; `edge` whether the grid's best lr is on its edge (then the fit extrapolates).
+    NaN where fewer than 3 learning rates completed or the fit has no maximum."""
+    import numpy as np
+
+    done = runs[(runs.status == "completed") & runs.val_score.notna()]
+    rows = []
+    for (regime, model), group in done.groupby(["regime", "model"]):
+        seeds = sorted(group.seed.unique())
+        rng = np.random.default_rng(0)
+        draws = [rng.choice(seeds, size=len(seeds)) for _ in range(resamples)]
+        vertex = {}
+        for method, g in group.groupby("method"):
+            by_seed = {s: d for s, d in g.groupby("seed")}
+            x = np.log10(g.lr.to_numpy(float))
+
+            def fit(frame) -> float:
+                xs, ys = np.log10(frame.lr.to_numpy(float)), frame.val_score.to_numpy(float)
+                if len(set(xs)) < 3:
+                    return math.nan
+                a, b, _ = np.polyfit(xs, ys, 2)
+                return float(-b / (2 * a)) if a < 0 else math.nan
+
+            point = fit(g)
+            boot = np.array([fit(pd.concat([by_seed[s] for s in draw if s in by_seed])) for draw in draws])
+            vertex[method] = (point, boot)
+            low, high = _percentiles(boot, confidence)
+            means = g.groupby("lr").val_score.mean()
+            best = float(means.idxmax())
+            rows.append(
+                {
+                    "regime": regime,
+                    "model": model,
+                    "method": method,
+                    "grid": " ".join(f"{lr:g}" for lr in sorted(g.lr.unique())),
+                    "best_lr": best,
+                    "edge": "low" if best == means.index.min() else "high" if best == means.index.max() else "",
+                    "fitted_lr": _power(point),
+                    "fitted_lr_ci_low": _power(low),
+                    "fitted_lr_ci_high": _power(high),
+                    "interior": bool(math.isfinite(point) and x.min() <= point <= x.max()),
+                    "no_maximum_share": float(np.isnan(boot).mean()),
+                }
+            )
+        full = vertex.get("fullft")
+        for row in rows:
+            if (row["regime"], row["model"]) != (regime, model) or full is None or row["method"] == "fullft":
+                continue
+            point, boot = vertex[row["method"]]
+            low, high = _percentiles(boot - full[1], confidence)
+            row["ratio_to_fullft"] = _power(point - full[0])
+            row["ratio_ci_low"], row["ratio_ci_high"] = _power(low), _power(high)
+    return pd.DataFrame(rows)
+
+
+def _power(decades: float) -> float:
+    """10 ** decades; NaN when not finite or more than 30 decades out (a vertex of a nearly flat fit)."""
+    return 10**decades if math.isfinite(decades) and abs(decades) < 30 else math.nan
+
+
+def _percentiles(values, confidence: float) -> tuple[float, float]:
+    """The central `confidence` percentile interval of the finite `values`; NaN when more than a tenth
+    of them are not finite (the fit had no maximum too often to trust an interval)."""
+    import numpy as np
+
+    finite = values[np.isfinite(values)]
+    if len(finite) < 0.9 * len(values) or not len(finite):
+        return math.nan, math.nan
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(finite, [tail, 100 - tail])
+    return float(low), float(high)
+
+
 def lr_vs_rank(best: pd.DataFrame) -> pd.DataFrame:
     """Best lr per rank, its ratio to FullFT's best lr, and the spread of LoRA's best lrs (decades)."""
     rows = []
@@ -759,6 +842,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         "trajectory.csv": steps,
         "information.csv": information(cfg, runs, best, at),
         "lr_vs_rank.csv": lr_vs_rank(best),
+        "lr_optimum.csv": lr_optimum(runs, cfg.analysis.confidence),
         "early_curves.csv": early_coincidence(curves, cfg.analysis.early_steps),
         "layers.csv": layers(cfg, judged, best),
         "plateau.csv": plateau(cfg, curves, best),

@@ -37,6 +37,7 @@ from rankone.figures import (
     plot_updates,
 )
 from rankone import render
+from rankone.analysis import BOOTSTRAP
 from rankone.io import atomic_path, git_state, package_versions, read_json, read_table
 from rankone.outputs import FIGURES, SECTIONS
 from rankone.paths import Layout
@@ -513,6 +514,20 @@ def plateau_note(plateau: pd.DataFrame, model: str) -> str:
     return (" " + "; ".join(notes) + ".") if notes else ""
 
 
+def optimum_notes(optimum: pd.DataFrame) -> list[str]:
+    """Which methods' grids do not resolve their optimum (analysis.lr_optimum)."""
+    if not len(optimum):
+        return []
+    open_ = optimum[~optimum.interior.astype(bool)]
+    if not len(open_):
+        return ["Every method's fitted optimum lies inside its grid."]
+    return [
+        "Not resolved by the grid (fitted optimum outside it, or no maximum): "
+        + ", ".join(f"{r.regime.upper()} · {r.model} · {method_label(r.method)}" for r in open_.itertuples())
+        + "."
+    ]
+
+
 def sharpening_findings(sharp: pd.DataFrame) -> list[str]:
     """Per RL model: what the base can already do, what the temperature control adds, and whether the
     strongest arm (FullFT, else the best method) learned beyond sharpening: the regime its verdicts
@@ -734,6 +749,7 @@ def tables(at: Layout) -> dict:
         "plateau": t("plateau.csv"),
         "info": t("information.csv"),
         "lr_rank": t("lr_vs_rank.csv"),
+        "optimum": t("lr_optimum.csv"),
         "early": t("early_curves.csv"),
         "updates": {name: t(f"update_{name}.csv") for name in ("shares", "matrices", "overlap")},
         "layer_table": t("layers.csv"),
@@ -771,7 +787,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
 
 
 def build_sections(
-    cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates, layer_table, judged, sharp
+    cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates, layer_table, judged, sharp, optimum
 ) -> list[tuple[str, list]]:
     """(heading, blocks); a block is a str paragraph, a DataFrame, or ("figure", file)."""
     rollouts = []
@@ -864,7 +880,19 @@ def build_sections(
             ],
         ),
         (SECTIONS["rl_curves"], [("figure", "rl_curves.png")]),
-        (SECTIONS["lr_sweep"], [("figure", "lr_sweep.png"), _round(best)]),
+        (
+            SECTIONS["lr_sweep"],
+            [
+                ("figure", "lr_sweep.png"),
+                _round(best),
+                "Fitted optimum: a quadratic in log10(lr) fitted to every sweep run's val score, its vertex, and a "
+                f"{cfg.analysis.confidence:.0%} interval from {BOOTSTRAP:,} resamples of the seeds (paired across "
+                "methods, for LoRA's optimum over FullFT's). Not interior: the vertex lies outside the grid (or "
+                "the fit has no maximum), so the grid does not resolve that method's optimum.",
+                *optimum_notes(optimum),
+                _round(optimum) if len(optimum) else "No sweep with three or more learning rates.",
+            ],
+        ),
         (
             SECTIONS["lr_rank"],
             [

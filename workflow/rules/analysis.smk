@@ -37,6 +37,7 @@ rule analysis:
         verdicts=table_path("verdicts.csv"),
         information=table_path("information.csv"),
         lr_vs_rank=table_path("lr_vs_rank.csv"),
+        lr_optimum=table_path("lr_optimum.csv"),
         early_curves=table_path("early_curves.csv"),
         layers=table_path("layers.csv"),
         plateau=table_path("plateau.csv"),
