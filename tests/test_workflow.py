@@ -64,7 +64,7 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
         assert rows[[f"pass_at_{k}" for k in cfg.sharpening.pass_at]].diff(axis=1).iloc[:, 1:].ge(0).all().all()
         summary = read_json(smoke / at.rollouts(model) / "summary.json")["sharpening"]
         assert summary["temperatures"]["1"]["test"]["prompts"] == cfg.tasks["rl"].params["n_test"]
-        assert set(rows.loc[cfg.methods, "reads"]) <= {"learning", "sharpening", "no gain"}
+        assert set(rows.loc[cfg.methods, "reads"]) <= {"learning", "sharpening", "no gain", "one seed"}
     assert (runs[runs.regime == "rl"].profile_prompts == cfg.tasks["rl"].params["n_test"]).all()
     # the tail: every run scored at each late checkpoint; the verdicts at each, and whether they agree
     checkpoints = pd.read_csv(smoke / at.table("checkpoints.csv"))

@@ -591,7 +591,10 @@ def sharpening(cfg: StudyConfig, judged: pd.DataFrame, best: pd.DataFrame, at: L
 def reads(row: dict) -> str:
     """What a trained method's gain over the base is: `learning` when its greedy accuracy beats the
     best sharpening control's with an interval above 0 (it changed which answers the policy gives),
-    `sharpening` when only its sampled reward rose significantly above the base's, `no gain` else."""
+    `sharpening` when only its sampled reward rose significantly above the base's, `no gain` else;
+    `one seed` when there is no interval to tell."""
+    if math.isnan(row["greedy_accuracy_beyond_control_ci_low"]):
+        return "one seed"
     if row["greedy_accuracy_beyond_control_ci_low"] > 0:
         return "learning"
     if row["mean_reward_over_base_ci_low"] > 0:

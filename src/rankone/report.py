@@ -563,6 +563,8 @@ def sharpening_findings(sharp: pd.DataFrame) -> list[str]:
                     else "It did not learn beyond sharpening: this model's RL verdicts are about sharpening, not "
                     "learning."
                     if arm.reads == "sharpening"
+                    else "One seed: no interval to tell learning from sharpening."
+                    if arm.reads == "one seed"
                     else "It gained nothing over the base: this model's RL verdicts judge no learning at all."
                 )
             )
