@@ -101,6 +101,8 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
         < text.index("## Verdicts")
     )
     assert text.count("margin ±") >= len(cfg.regimes) * len(cfg.models)
+    sharpening = text[text.index("## Sharpening or learning") : text.index("## Verdicts")]
+    assert "sharpening.png" in sharpening and "nan" not in sharpening and "**llama-tiny**" in sharpening
 
 
 def test_smoke_capacity_experiment_sits_beside_the_rl_runs(smoke):

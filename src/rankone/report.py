@@ -528,6 +528,39 @@ def optimum_notes(optimum: pd.DataFrame) -> list[str]:
     ]
 
 
+def sharpening_table(sharp: pd.DataFrame) -> pd.DataFrame:
+    """sharpening.csv to read: the profile columns to three decimals, each gain as "+x [low, high]",
+    and blanks, not NaN, where a row has no value (the base and the control are not trained)."""
+
+    def gain(r, name: str) -> str:
+        mean, low, high = (getattr(r, f"{name}{s}", math.nan) for s in ("", "_ci_low", "_ci_high"))
+        if not isinstance(mean, float) or math.isnan(mean):
+            return ""
+        return f"{mean:+.3f}" + ("" if math.isnan(low) else f" [{low:+.3f}, {high:+.3f}]")
+
+    ks = [c for c in sharp.columns if c.startswith("pass_at_")]
+    rows = []
+    for r in sharp.itertuples():
+        trained = not (r.method == "base" or r.method.startswith("control"))
+        rows.append(
+            {
+                "model": r.model,
+                "method": r.method if not trained else method_label(r.method),
+                "T": f"{r.temperature:g}",
+                "lr": f"{r.lr:g}" if trained else "",
+                "seeds": int(r.seeds) if trained else "",
+                "greedy": round(r.greedy_accuracy, 3),
+                "mean reward": round(r.mean_reward, 3),
+                **{k.replace("pass_at_", "pass@"): round(getattr(r, k), 3) for k in ks},
+                "greedy beyond control": gain(r, "greedy_accuracy_beyond_control") if trained else "",
+                "reward over base": gain(r, "mean_reward_over_base") if trained else "",
+                "reward beyond control": gain(r, "mean_reward_beyond_control") if trained else "",
+                "reads": r.reads if trained else "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def sharpening_findings(sharp: pd.DataFrame) -> list[str]:
     """Per RL model: what the base can already do, what the temperature control adds, and whether the
     strongest arm (FullFT, else the best method) learned beyond sharpening: the regime its verdicts
@@ -871,7 +904,7 @@ def build_sections(
                 "temperature with the best val mean reward, no training (a temperature moves no argmax, so its "
                 "greedy accuracy is the base's). Beyond control = the method's value minus the control's: the part "
                 "of its gain that sharpening does not give.",
-                _round(sharp) if len(sharp) else "No RL regime.",
+                sharpening_table(sharp) if len(sharp) else "No RL regime.",
             ],
         ),
         (
