@@ -518,14 +518,18 @@ def optimum_notes(optimum: pd.DataFrame) -> list[str]:
     """Which methods' grids do not resolve their optimum (analysis.lr_optimum)."""
     if not len(optimum):
         return []
-    open_ = optimum[~optimum.interior.astype(bool)]
-    if not len(open_):
-        return ["Every method's fitted optimum lies inside its grid."]
-    return [
-        "Not resolved by the grid (fitted optimum outside it, or no maximum): "
-        + ", ".join(f"{r.regime.upper()} · {r.model} · {method_label(r.method)}" for r in open_.itertuples())
-        + "."
-    ]
+    short = optimum.grid.astype(str).str.split().str.len() < 3
+    open_ = optimum[~optimum.interior.astype(bool) & ~short]
+    notes = []
+    if short.any():
+        notes.append(f"{int(short.sum())} method(s) swept fewer than three learning rates: no optimum to fit.")
+    if len(open_):
+        notes.append(
+            "Not resolved by the grid (fitted optimum outside it, or no maximum): "
+            + ", ".join(f"{r.regime.upper()} · {r.model} · {method_label(r.method)}" for r in open_.itertuples())
+            + "."
+        )
+    return notes or ["Every method's fitted optimum lies inside its grid."]
 
 
 def sharpening_table(sharp: pd.DataFrame) -> pd.DataFrame:
