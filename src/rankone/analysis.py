@@ -230,8 +230,7 @@ def p_values(gaps: list[float], margin: float) -> tuple[float, float]:
     return float(stats.ttost_mean(-margin, margin)[0]), float(stats.ttest_mean(0.0)[1])
 
 
-# The verdicts, fixed before the run (docs/protocol.md, "The verdict rule"):
-VERDICTS = ("parity", "small", "worse", "better", "inconclusive", "diverged")
+# The verdicts that keep up with FullFT (docs/protocol.md, "The verdict rule"):
 MATCHES = ("parity", "small", "better")  # a method that keeps up with FullFT: no gap beyond the margin below it
 
 
@@ -625,16 +624,8 @@ def lr_optimum(runs: pd.DataFrame, confidence: float, resamples: int = BOOTSTRAP
         for method, g in group.groupby("method"):
             by_seed = {s: d for s, d in g.groupby("seed")}
             x = np.log10(g.lr.to_numpy(float))
-
-            def fit(frame) -> float:
-                xs, ys = np.log10(frame.lr.to_numpy(float)), frame.val_score.to_numpy(float)
-                if len(set(xs)) < 3:
-                    return math.nan
-                a, b, _ = np.polyfit(xs, ys, 2)
-                return float(-b / (2 * a)) if a < 0 else math.nan
-
-            point = fit(g)
-            boot = np.array([fit(pd.concat([by_seed[s] for s in draw if s in by_seed])) for draw in draws])
+            point = _vertex(g)
+            boot = np.array([_vertex(pd.concat([by_seed[s] for s in draw if s in by_seed])) for draw in draws])
             vertex[method] = (point, boot)
             low, high = _percentiles(boot, confidence)
             means = g.groupby("lr").val_score.mean()
@@ -663,6 +654,18 @@ def lr_optimum(runs: pd.DataFrame, confidence: float, resamples: int = BOOTSTRAP
             row["ratio_to_fullft"] = _power(point - full[0])
             row["ratio_ci_low"], row["ratio_ci_high"] = _power(low), _power(high)
     return pd.DataFrame(rows)
+
+
+def _vertex(runs: pd.DataFrame) -> float:
+    """log10 of the lr at the maximum of a quadratic in log10(lr) fitted to `runs`' val scores; NaN
+    with fewer than 3 learning rates or a fit that opens upwards."""
+    import numpy as np
+
+    x, y = np.log10(runs.lr.to_numpy(float)), runs.val_score.to_numpy(float)
+    if len(set(x)) < 3:
+        return math.nan
+    a, b, _ = np.polyfit(x, y, 2)
+    return float(-b / (2 * a)) if a < 0 else math.nan
 
 
 def _power(decades: float) -> float:
