@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from rankone.analysis import (
+    about,
     best_learning_rates,
     by_step,
     checkpoint_rows,
@@ -464,50 +465,103 @@ def test_one_reader_for_every_analysis_table(tmp_path):
     assert read_table(tmp_path / "empty.csv").empty
 
 
-def test_sharpening_splits_a_gain_into_the_controls_part_and_the_rest(tmp_path):
+def prof(greedy, reward, *passes):
+    return {
+        "greedy_accuracy": greedy,
+        "mean_reward": reward,
+        **dict(zip(("pass_at_1", "pass_at_2", "pass_at_8"), passes)),
+    }
+
+
+def sharpening_study(tmp_path, methods: dict[str, list[tuple[float, float]]]):
     """Hand-made profiles: the base answers 0.2 greedily and samples 0.1 reward at T=1; at T=0.5
-    (the control, best on val) it samples 0.18. FullFT lifts greedy accuracy to 0.6 (learning);
-    rank 1 only lifts its sampled reward to 0.19, greedy unchanged (sharpening)."""
+    (the control, best on val) it samples 0.18 on test. `methods`: each method's (greedy, reward)
+    per seed. Returns sharpening.csv indexed by method."""
     cfg = validate(smoke_dict(results_dir=str(tmp_path), models=["llama-tiny"]))
     at = Layout(cfg)
-
-    def prof(greedy, reward, *passes):
-        return {
-            "greedy_accuracy": greedy,
-            "mean_reward": reward,
-            **dict(zip(("pass_at_1", "pass_at_2", "pass_at_8"), passes)),
-        }
-
     temperatures = {
         "0.5": {"val": prof(0.2, 0.19, 0.19, 0.25, 0.3), "test": prof(0.2, 0.18, 0.18, 0.24, 0.3)},
         "1": {"val": prof(0.2, 0.1, 0.1, 0.18, 0.45), "test": prof(0.2, 0.1, 0.1, 0.18, 0.45)},
     }
     summary = {"temperatures": temperatures, "evaluation_temperature": 1.0, "best_temperature": 0.5}
     write_json(at.rollouts("llama-tiny") / "summary.json", {"sharpening": summary})
-    rows = []
-    for seed, (g_full, g_r1, r_r1) in enumerate([(0.58, 0.2, 0.19), (0.6, 0.21, 0.2), (0.62, 0.19, 0.18)]):
-        for method, greedy, reward in (("fullft", g_full, 0.55), ("lora-r1", g_r1, r_r1)):
-            rows.append(
-                {
-                    "regime": "rl",
-                    "model": "llama-tiny",
-                    "method": method,
-                    "lr": 1e-3,
-                    "seed": seed,
-                    **{f"profile_{k}": v for k, v in prof(greedy, reward, reward, reward, 0.7).items()},
-                }
-            )
+    rows = [
+        {
+            "regime": "rl",
+            "model": "llama-tiny",
+            "method": method,
+            "lr": 1e-3,
+            "seed": seed,
+            **{f"profile_{k}": v for k, v in prof(greedy, reward, reward, reward, 0.7).items()},
+        }
+        for method, values in methods.items()
+        for seed, (greedy, reward) in enumerate(values)
+    ]
     judged = pd.DataFrame(rows)
     best = judged[["regime", "model", "method", "lr"]].drop_duplicates()
-    table = sharpening(cfg, judged, best, at).set_index("method")
+    return sharpening(cfg, judged, best, at).set_index("method")
+
+
+FULLFT_LEARNS = [(0.58, 0.55), (0.6, 0.55), (0.62, 0.55)]
+RANK1_SHARPENS = [(0.2, 0.19), (0.21, 0.2), (0.19, 0.18)]
+
+
+def test_sharpening_splits_a_gain_into_the_controls_part_and_the_rest(tmp_path):
+    """FullFT lifts greedy accuracy to 0.6 (learning); rank 1 only lifts its sampled reward to 0.19,
+    greedy unchanged (sharpening)."""
+    table = sharpening_study(tmp_path, {"fullft": FULLFT_LEARNS, "lora-r1": RANK1_SHARPENS})
     assert table.loc["control: base at best temperature", "temperature"] == 0.5
     full, r1 = table.loc["fullft"], table.loc["lora-r1"]
     assert full.greedy_accuracy_beyond_control == pytest.approx(0.4) and full.greedy_accuracy_beyond_control_ci_low > 0
     assert full.mean_reward_beyond_control == pytest.approx(0.37) and full.mean_reward_over_base == pytest.approx(0.45)
-    assert full.reads == "learning"
+    assert full.reads == "learning" and full.mean_reward_control == "base at best temperature"
     assert r1.mean_reward_over_base == pytest.approx(0.09) and r1.mean_reward_beyond_control == pytest.approx(0.01)
     assert r1.greedy_accuracy_beyond_control_ci_low < 0 < r1.greedy_accuracy_beyond_control_ci_high
     assert r1.reads == "sharpening"
+
+
+def test_the_learned_temperature_is_the_control_where_it_samples_better(tmp_path):
+    """The learned temperature samples 0.22 reward (above the fixed control's 0.18): rank 1's reward
+    beyond the control is taken against its seeds, with Welch's interval (scipy's, as a check)."""
+    from scipy import stats
+
+    learned = [(0.2, 0.21), (0.2, 0.23), (0.2, 0.22), (0.2, 0.22)]
+    table = sharpening_study(tmp_path, {"fullft": FULLFT_LEARNS, "lora-r1": RANK1_SHARPENS, "temperature": learned})
+    control, r1 = table.loc["temperature"], table.loc["lora-r1"]
+    assert control.reads == "control" and control.mean_reward_over_base == pytest.approx(0.12)
+    assert r1.mean_reward_control == "learned temperature" and r1.mean_reward_beyond_control == pytest.approx(-0.03)
+    welch = stats.ttest_ind([0.19, 0.2, 0.18], [0.21, 0.23, 0.22, 0.22], equal_var=False).confidence_interval(0.95)
+    assert (r1.mean_reward_beyond_control_ci_low, r1.mean_reward_beyond_control_ci_high) == pytest.approx(tuple(welch))
+    assert r1.greedy_accuracy_control == "base at best temperature"  # the greedy accuracies tie: the fixed one
+    assert list(table.index[:3]) == ["base", "control: base at best temperature", "temperature"]
+
+
+def test_verdicts_of_a_regime_whose_fullft_gained_nothing_are_not_judged(tmp_path):
+    """The precondition: FullFT reads `no gain` on llama-tiny and `learning` on qwen3-tiny. The
+    llama-tiny verdicts are `not judged` and leave the correction's family; qwen3-tiny's stand."""
+    flat = sharpening_study(tmp_path, {"fullft": [(0.2, 0.1), (0.21, 0.09), (0.19, 0.11)]})
+    assert flat.loc["fullft", "reads"] == "no gain"
+    regimes = about(flat.reset_index()) | {("rl", "qwen3-tiny"): "learning"}
+    assert regimes == {("rl", "llama-tiny"): "not judged", ("rl", "qwen3-tiny"): "learning"}
+    cfg = validate(smoke_dict(results_dir=str(tmp_path)))
+    rows = []
+    for model in ("llama-tiny", "qwen3-tiny"):
+        for seed in range(4):
+            for method, score in (("fullft", 0.5), ("lora-r1", 0.2)):
+                rows.append(
+                    {"regime": "rl", "model": model, "method": method, "lr": 1e-3, "seed": seed}
+                    | {"test_score": score + 0.01 * seed, "test_greedy": score}
+                )
+    judged = pd.DataFrame(rows)
+    best = judged[["regime", "model", "method", "lr"]].drop_duplicates().assign(edge="")
+    table = verdicts(cfg, judged, best, regimes).set_index(["model", "metric"])
+    assert set(table.loc["llama-tiny", "verdict"]) == {"not judged"}
+    assert table.loc["llama-tiny"].p_equivalence.isna().all()
+    assert set(table.loc["llama-tiny", "about"]) == {"not judged"}
+    assert table.loc[("qwen3-tiny", "score"), "verdict"] == "worse"
+    assert table.loc[("qwen3-tiny", "score"), "family_size"] == 1  # the judged primary comparison alone
+    assert set(table.loc["qwen3-tiny", "about"]) == {"learning"}
+    assert set(verdicts(cfg, judged, best).about) == {"not measured"}
 
 
 def test_rejudging_a_published_interval_recovers_the_p_values_exactly():

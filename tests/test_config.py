@@ -14,7 +14,7 @@ from tests.conftest import ROOT, smoke_dict
 
 def test_shipped_configs_are_valid():
     default = load(ROOT / "config" / "default.yaml")
-    assert len(default.runs()) == 2 * 2 * 4 * 3 * 3  # models x regimes x methods x lrs x sweep seeds
+    assert len(default.runs()) == 2 * 2 * 5 * 3 * 3  # models x regimes x methods (with temperature) x lrs x seeds
     assert len(default.confirmation.seeds["rl"]) >= 10  # the RL verdicts' seeds (MLPerf asks 10 runs)
     smoke = load(ROOT / "config" / "smoke.yaml")
     assert {r.regime for r in smoke.runs()} == {"rl", "sft"}

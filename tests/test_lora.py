@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from rankone.config import LoraConfig, validate
 from rankone.models.load import load_base, make_policy, trainable_parameters
@@ -107,3 +108,64 @@ def test_tinylora_needs_its_own_grid_and_the_hf_engine():
         validate(
             smoke_dict(methods=["fullft", "tinylora-u4"], levers=None, learning_rates=grids, rollout={"engine": "vllm"})
         )
+
+
+@pytest.mark.parametrize("model_name", ["llama-tiny", "qwen3-tiny"])
+def test_learned_temperature_is_one_scalar_on_the_logits_and_saves_as_the_base_architecture(
+    study, tmp_path, model_name
+):
+    import math
+
+    import torch
+
+    from rankone.models.load import load_policy, plain_state
+
+    cfg, at = study
+    model_dir = at.model(model_name)
+    base, tokenizer = load_base(model_dir)
+    policy = make_policy(load_base(model_dir)[0], "temperature", LORA, "all-linear")
+    assert trainable_parameters(policy) == 1
+    ids = tokenizer(["3+4="], return_tensors="pt").input_ids
+    with torch.no_grad():
+        logits = base(ids).logits
+        assert torch.equal(policy(ids).logits, logits)  # exp(0) = 1: the base model exactly
+        next(p for p in policy.parameters() if p.requires_grad).fill_(math.log(2.0))
+        assert torch.allclose(policy(ids).logits, 2 * logits, rtol=1e-5, atol=1e-5)
+    policy.save_pretrained(tmp_path / "weights", state_dict=plain_state(policy))
+    loaded, _ = load_policy(model_dir, tmp_path / "weights", "temperature")
+    assert not any("parametrizations" in k for k in loaded.state_dict())
+    with torch.no_grad():
+        assert torch.allclose(loaded(ids).logits, 2 * logits, rtol=1e-5, atol=1e-5)
+    assert plain_state(base) is None  # nothing parametrized: save_pretrained's own state dict
+
+
+def test_learned_temperature_trains_by_rl_and_changes_only_the_final_norm_by_one_factor(study, tmp_path):
+    from safetensors.torch import load_file
+
+    from rankone.config import RunId
+    from rankone.train import TRAINERS
+
+    cfg, at = study
+    run = RunId.parse("rl/llama-tiny/temperature/lr0.1/seed0")
+    info = TRAINERS["rl"](cfg, run, at.model(run.model), at.data("rl"), tmp_path / "run")
+    assert info["status"] == "completed" and info["trainable_parameters"] == 1
+    trained = load_file(tmp_path / "run/weights/model.safetensors")
+    base = load_file(at.model(run.model) / "model.safetensors")
+    assert set(trained) == set(base)
+    moved = [k for k in base if not torch.equal(trained[k], base[k])]
+    assert moved == ["model.norm.weight"]
+    factor = trained["model.norm.weight"] / base["model.norm.weight"]
+    assert torch.allclose(factor, factor[0].expand_as(factor), rtol=1e-5) and abs(float(factor[0]) - 1) > 1e-4
+
+
+def test_learned_temperature_needs_its_own_grid():
+    from rankone.config import ConfigError, method_kind, method_label, method_position
+
+    no_grid = {g: {"fullft": [1e-3], "lora": [1e-2]} for g in ("rl", "sft")}
+    with pytest.raises(ConfigError, match=r"method temperature needs learning_rates.<regime>.temperature"):
+        validate(smoke_dict(methods=["fullft", "temperature"], levers=None, learning_rates=no_grid))
+    grids = {g: {"fullft": [1e-3], "lora": [1e-2], "temperature": [0.1]} for g in ("rl", "sft")}
+    cfg = validate(smoke_dict(methods=["fullft", "temperature"], levers=None, learning_rates=grids))
+    assert [r.lr for r in cfg.runs() if r.method == "temperature"][0] == 0.1
+    assert method_kind("temperature") == "temperature" and method_label("temperature") == "learned temperature"
+    assert sorted(["fullft", "tinylora-u1", "temperature"], key=method_position)[0] == "temperature"

@@ -48,14 +48,18 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
         assert 0.0 <= base["base_pass_at_1"] <= 1.0
         assert (smoke / at.rollouts(model) / "summary.json").is_file()
     verdicts = pd.read_csv(smoke / at.table("verdicts.csv"))
-    assert set(verdicts.verdict) <= {"parity", "small", "worse", "better", "inconclusive"}
+    assert set(verdicts.verdict) <= {"parity", "small", "worse", "better", "inconclusive", "not judged"}
+    # what each verdict is about: RL's from FullFT's gain in sharpening.csv (not judged without one)
+    assert set(verdicts[verdicts.regime == "rl"].about) <= {"learning", "sharpening", "not judged", "one seed"}
+    assert set(verdicts[verdicts.regime == "sft"].about) == {"not measured"}
     assert {"p_equivalence", "p_difference", "p_equivalence_adjusted", "family"} <= set(verdicts.columns)
     assert set(verdicts[verdicts.family == "primary"].method) == {"lora-r1"}
     pairs = len(cfg.regimes) * len(cfg.models) * (len(cfg.methods) - 1)
     assert len(verdicts) == 2 * pairs  # the score and greedy accuracy
     assert set(verdicts.metric) == {"score", "greedy_accuracy"}
     assert (pd.read_csv(smoke / at.table("plateau.csv")).method == "fullft").sum() == len(cfg.models)
-    # sharpening or learning: the base, the temperature control and every RL method, whole test split
+    # sharpening or learning: the base, the temperature controls (the base at its best temperature and the
+    # learned one, a method of the grid) and every RL method, whole test split
     sharp = pd.read_csv(smoke / at.table("sharpening.csv"))
     for model in cfg.models:
         rows = sharp[sharp.model == model].set_index("method")
@@ -64,8 +68,12 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
         assert rows[[f"pass_at_{k}" for k in cfg.sharpening.pass_at]].diff(axis=1).iloc[:, 1:].ge(0).all().all()
         summary = read_json(smoke / at.rollouts(model) / "summary.json")["sharpening"]
         assert summary["temperatures"]["1"]["test"]["prompts"] == cfg.tasks["rl"].params["n_test"]
-        assert set(rows.loc[cfg.methods, "reads"]) <= {"learning", "sharpening", "no gain", "one seed"}
-    assert (runs[runs.regime == "rl"].profile_prompts == cfg.tasks["rl"].params["n_test"]).all()
+        contenders = [m for m in cfg.methods if m != "temperature"]
+        assert set(rows.loc[contenders, "reads"]) <= {"learning", "sharpening", "no gain", "one seed"}
+        assert rows.loc["temperature", "reads"] == "control"
+        assert (
+            rows.loc[contenders, "mean_reward_control"].isin(["learned temperature", "base at best temperature"]).all()
+        )
     # the tail: every run scored at each late checkpoint; the verdicts at each, and whether they agree
     checkpoints = pd.read_csv(smoke / at.table("checkpoints.csv"))
     assert set(checkpoints[checkpoints.regime == "rl"].step) == set(tail_steps(cfg.evaluate.at, cfg.rl.steps))
@@ -75,6 +83,9 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
     # RL's verdicts are judged on the confirmation seeds alone, at the lrs the select checkpoint chose
     confirmed = pd.read_csv(smoke / at.table("confirm_runs.csv"))
     assert set(confirmed.seed) == set(cfg.confirmation.seeds["rl"]) and set(confirmed.regime) == {"rl"}
+    # the sharpening profile is taken of the runs that judge (here the confirmation runs), not the sweep's
+    assert (confirmed.profile_prompts == cfg.tasks["rl"].params["n_test"]).all()
+    assert "profile_prompts" not in runs or runs[runs.regime == "rl"].profile_prompts.isna().all()
     best = pd.read_csv(smoke / at.table("best_lr.csv"))
     assert len(confirmed.merge(best, on=["regime", "model", "method", "lr"])) == len(confirmed)
     assert (verdicts[verdicts.regime == "rl"].seeds == len(cfg.confirmation.seeds["rl"])).all()

@@ -369,9 +369,14 @@ def compare(mine: pd.Series, base: pd.Series, margin: float, confidence: float) 
     }
 
 
-def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+def verdicts(
+    cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, regimes: dict[tuple[str, str], str] | None = None
+) -> pd.DataFrame:
     """Each method against FullFT, each at its own best lr, paired by seed, per metric, on the rows
-    of `runs` (one per run: its primary scores, or one checkpoint's)."""
+    of `runs` (one per run: its primary scores, or one checkpoint's). `regimes`: what each (regime,
+    model)'s verdicts are about (`about`, in column `about`); where FullFT gained nothing over the base
+    the verdict is `not judged` and leaves the multiplicity families."""
+    regimes = regimes or {}
     out = []
     edges = best.set_index(["regime", "model", "method"])["edge"]
     chosen = runs.merge(best[["regime", "model", "method", "lr"]], on=["regime", "model", "method", "lr"])
@@ -408,7 +413,20 @@ def verdicts(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.Dat
     table = pd.DataFrame(out)
     if not len(table):
         return table
+    table["about"] = [regimes.get((r.regime, r.model), NOT_MEASURED) for r in table.itertuples()]
+    table = not_judged(table)
     return corrected(table, cfg.analysis.confidence, family(table))
+
+
+def not_judged(table: pd.DataFrame) -> pd.DataFrame:
+    """The precondition: rows whose `about` is `not judged` (their FullFT did not gain over the base)
+    get that verdict, and no p-values, so that no correction counts them."""
+    out = table.copy()
+    skip = out["about"] == "not judged"
+    out.loc[skip, "verdict"] = "not judged"
+    out.loc[skip, "reason"] = "FullFT gained nothing over the base on test (sharpening.csv): no learning to match"
+    out.loc[skip, ["p_equivalence", "p_difference"]] = math.nan
+    return out
 
 
 # The pre-registered primary family: rank 1 (all-linear) against FullFT on the score, per regime and
@@ -426,11 +444,13 @@ def family(table: pd.DataFrame) -> pd.Series:
 VERDICT_KEY = ["regime", "model", "method", "metric"]
 
 
-def trajectory(cfg: StudyConfig, checkpoints: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+def trajectory(
+    cfg: StudyConfig, checkpoints: pd.DataFrame, best: pd.DataFrame, regimes: dict | None = None
+) -> pd.DataFrame:
     """The verdict at every late checkpoint: each method against FullFT on that step's test scores,
-    at the learning rates the primary score chose (trajectory.csv)."""
+    at the learning rates the primary score chose (trajectory.csv); `regimes` as in `verdicts`."""
     frames = (
-        [verdicts(cfg, g, best).assign(step=int(step)) for step, g in checkpoints.groupby("step")]
+        [verdicts(cfg, g, best, regimes).assign(step=int(step)) for step, g in checkpoints.groupby("step")]
         if len(checkpoints)
         else []
     )
@@ -527,15 +547,22 @@ def plateau(cfg: StudyConfig, curves: pd.DataFrame, best: pd.DataFrame, regimes=
     return pd.DataFrame(rows)
 
 
+LEARNED_TEMPERATURE = "temperature"  # the method that trains one logit scale: a control, not a contender
+
+
 def sharpening(cfg: StudyConfig, judged: pd.DataFrame, best: pd.DataFrame, at: Layout) -> pd.DataFrame:
     """Sharpening or learning, per RL model (sharpening.csv): the sharpening profile on the whole test
     split (greedy accuracy, mean reward and pass@k: rankone.rollouts.profile) of the base model at the
-    evaluation temperature, of the control (the base at the temperature with the best val reward, no
-    training) and of each method's final weights at its best lr (mean over the judged seeds, with t
-    intervals). `*_beyond_control` is the method's gain over the control, the part of its gain over the
-    base that a change of temperature does not give ("learned beyond sharpening"), with its interval;
-    `*_over_base` the whole gain. A control's greedy accuracy is the base's: a temperature moves no
-    argmax. Empty without RL."""
+    evaluation temperature, of the controls and of each method's final weights at its best lr (mean
+    over the judged seeds, with t intervals).
+
+    The controls: the base at the temperature with the best val reward (no training), and, where the
+    grid has it, the `temperature` method (RL of one scalar that scales the logits, at its own best
+    lr). For each value the stronger control on test is the reference (`*_control` names it):
+    `*_beyond_control` is the method's gain over it, the part of its gain over the base that a change
+    of temperature does not give ("learned beyond sharpening"), with a t interval (Welch's, from
+    statsmodels, against the learned temperature's seeds); `*_over_base` is the whole gain. A
+    temperature moves no argmax, so both controls' greedy accuracy is the base's. Empty without RL."""
     if "rl" not in cfg.regimes:
         return pd.DataFrame()
     ks = cfg.sharpening.pass_at
@@ -546,7 +573,7 @@ def sharpening(cfg: StudyConfig, judged: pd.DataFrame, best: pd.DataFrame, at: L
         summary = read_json(at.rollouts(model) / "summary.json")["sharpening"]
         by_t = summary["temperatures"]
         base = by_t[f"{summary['evaluation_temperature']:g}"]["test"]
-        control = by_t[f"{summary['best_temperature']:g}"]["test"]
+        fixed = by_t[f"{summary['best_temperature']:g}"]["test"]
         rows.append(
             {
                 "model": model,
@@ -562,12 +589,13 @@ def sharpening(cfg: StudyConfig, judged: pd.DataFrame, best: pd.DataFrame, at: L
                 "method": "control: base at best temperature",
                 "temperature": summary["best_temperature"],
                 "seeds": 0,
-                **{v: control[v] for v in values},
+                **{v: fixed[v] for v in values},
             }
         )
-        for method, g in chosen[chosen.model == model].groupby("method"):
-            if f"profile_{values[0]}" not in g:
-                continue
+        mine = chosen[chosen.model == model]
+        profiled = {m: g for m, g in mine.groupby("method") if f"profile_{values[0]}" in g}
+        learned = profiled.get(LEARNED_TEMPERATURE)
+        for method, g in sorted(profiled.items(), key=lambda kv: kv[0] != LEARNED_TEMPERATURE):
             row = {
                 "model": model,
                 "method": method,
@@ -579,12 +607,35 @@ def sharpening(cfg: StudyConfig, judged: pd.DataFrame, best: pd.DataFrame, at: L
                 row[v] = float(g[f"profile_{v}"].mean())
             for v in ("greedy_accuracy", "mean_reward"):
                 column = g[f"profile_{v}"].tolist()
-                for name, reference in (("over_base", base[v]), ("beyond_control", control[v])):
-                    mean, low, high = interval([x - reference for x in column], cfg.analysis.confidence)
-                    row |= {f"{v}_{name}": mean, f"{v}_{name}_ci_low": low, f"{v}_{name}_ci_high": high}
-            row["reads"] = reads(row)
+                mean, low, high = interval([x - base[v] for x in column], cfg.analysis.confidence)
+                row |= {f"{v}_over_base": mean, f"{v}_over_base_ci_low": low, f"{v}_over_base_ci_high": high}
+                use_learned = method != LEARNED_TEMPERATURE and learned is not None
+                use_learned = use_learned and learned[f"profile_{v}"].mean() > fixed[v]
+                reference = learned[f"profile_{v}"].tolist() if use_learned else fixed[v]
+                mean, low, high = difference(column, reference, cfg.analysis.confidence)
+                row |= {f"{v}_beyond_control": mean, f"{v}_beyond_control_ci_low": low}
+                row |= {f"{v}_beyond_control_ci_high": high}
+                row[f"{v}_control"] = "learned temperature" if use_learned else "base at best temperature"
+            row["reads"] = "control" if method == LEARNED_TEMPERATURE else reads(row)
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def difference(values: list[float], reference: float | list[float], confidence: float) -> tuple[float, float, float]:
+    """Mean of `values` minus `reference` with a t interval: one-sample against a fixed reference,
+    Welch's (unequal variances; statsmodels' CompareMeans) against another set of runs. NaN bounds
+    where either side has fewer than two values."""
+    if not isinstance(reference, list):
+        return interval([x - reference for x in values], confidence)
+    mean = sum(values) / len(values) - sum(reference) / len(reference)
+    if min(len(values), len(reference)) < 2:
+        return mean, math.nan, math.nan
+    from statsmodels.stats.weightstats import CompareMeans, DescrStatsW
+
+    low, high = CompareMeans(DescrStatsW(values), DescrStatsW(reference)).tconfint_diff(
+        alpha=1 - confidence, usevar="unequal"
+    )
+    return mean, float(low), float(high)
 
 
 def reads(row: dict) -> str:
@@ -599,6 +650,20 @@ def reads(row: dict) -> str:
     if row["mean_reward_over_base_ci_low"] > 0:
         return "sharpening"
     return "no gain"
+
+
+# What a regime's verdicts are about, from its strongest arm (FullFT) in sharpening.csv: an arm that
+# gained nothing over the base cannot judge the weaker ones (`not judged`).
+ABOUT = {"learning": "learning", "sharpening": "sharpening", "no gain": "not judged", "one seed": "one seed"}
+NOT_MEASURED = "not measured"  # SFT, or RL with no FullFT profile
+
+
+def about(sharp: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(regime, model) -> what its verdicts are about (ABOUT of FullFT's `reads` in sharpening.csv)."""
+    if not len(sharp):
+        return {}
+    full = sharp[sharp.method == "fullft"]
+    return {("rl", r.model): ABOUT[r.reads] for r in full.itertuples()}
 
 
 BOOTSTRAP = 2000  # resamples of the seeds for the fitted optimum's interval
@@ -838,13 +903,14 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         parts = [collect(cfg.confirm_study(lrs, regime), at.confirm()) for regime in confirmed]
         judged = pd.concat([_without(runs, confirmed), *(p[0] for p in parts)], ignore_index=True)
         judged_checkpoints = pd.concat([_without(checkpoints, confirmed), *(p[2] for p in parts)], ignore_index=True)
-    steps = trajectory(cfg, judged_checkpoints, best)
+    sharp = sharpening(cfg, judged, best, at)
+    steps = trajectory(cfg, judged_checkpoints, best, about(sharp))
     table = {
         "runs.csv": runs,
         **({"confirm_runs.csv": judged[judged.regime.isin(confirmed)]} if confirmed else {}),
         "curves.csv": curves,
         "checkpoints.csv": judged_checkpoints,
-        "verdicts.csv": judged_on(stability(verdicts(cfg, judged, best), steps), confirmed),
+        "verdicts.csv": judged_on(stability(verdicts(cfg, judged, best, about(sharp)), steps), confirmed),
         "trajectory.csv": steps,
         "information.csv": information(cfg, runs, best, at),
         "lr_vs_rank.csv": lr_vs_rank(best),
@@ -852,7 +918,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         "early_curves.csv": early_coincidence(curves, cfg.analysis.early_steps),
         "layers.csv": layers(cfg, judged, best),
         "plateau.csv": plateau(cfg, curves, best),
-        "sharpening.csv": sharpening(cfg, judged, best, at),
+        "sharpening.csv": sharp,
     }
     at.write_tables(table)
     write_json(

@@ -18,9 +18,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 # fullft; lora-r<rank> with an optional layer scope: -attn (attention only), -mlp (MLP only);
-# or tinylora-u<u>: TinyLoRA with a trainable vector of u entries (shared by every adapted layer by default).
+# tinylora-u<u>: TinyLoRA with a trainable vector of u entries (shared by every adapted layer by default);
+# or temperature: one trained scalar that scales the logits (a learned temperature, the sharpening control).
 # The workflow's `method` wildcard is this expression too (workflow/rules/common.smk).
-METHOD_REGEX = r"fullft|lora-r([1-9][0-9]*)(?:-(attn|mlp))?|tinylora-u([1-9][0-9]*)"
+METHOD_REGEX = r"fullft|lora-r([1-9][0-9]*)(?:-(attn|mlp))?|tinylora-u([1-9][0-9]*)|temperature"
 METHOD_PATTERN = re.compile(rf"^({METHOD_REGEX})$")
 SCOPES = {"attn": "attention", "mlp": "mlp"}
 SCOPE_LAYERS = {
@@ -281,8 +282,11 @@ class LRGrid(Strict):
     tinylora: list[float] | None = Field(
         None, description="Learning rates for every TinyLoRA size (needed when a tinylora-u<u> method is listed)."
     )
+    temperature: list[float] | None = Field(
+        None, description="Learning rates for the learned temperature (needed when the temperature method is listed)."
+    )
 
-    @field_validator("fullft", "lora", "tinylora")
+    @field_validator("fullft", "lora", "tinylora", "temperature")
     @classmethod
     def _grid(cls, grid: list[float] | None) -> list[float] | None:
         if grid is None:
@@ -536,7 +540,7 @@ class ResourceOverride(Strict):
     runtime: int | None = Field(None, gt=0, description="Wall-clock limit in minutes; unset: the stage's.")
 
 
-METHOD_FAMILIES = ("fullft", "lora", "tinylora")
+METHOD_FAMILIES = ("fullft", "lora", "tinylora", "temperature")
 
 
 class StageResources(Strict):
@@ -549,7 +553,7 @@ class StageResources(Strict):
     )
     by_method: dict[Literal[METHOD_FAMILIES], ResourceOverride] = Field(  # type: ignore[valid-type]
         default_factory=dict,
-        description="Per method family (fullft, lora, tinylora): what differs from the "
+        description="Per method family (fullft, lora, tinylora, temperature): what differs from the "
         "stage's numbers, for the jobs that train or load one method (train, evaluate, truncation, levers).",
     )
     by_model: dict[str, ResourceOverride] = Field(
@@ -731,6 +735,12 @@ class StudyConfig(Grid):
                 raise ValueError(f"methods {tiny} need learning_rates.<regime>.tinylora (missing for {missing})")
             if self.rollout.engine == "vllm":
                 raise ValueError(f"methods {tiny}: rollout.engine 'vllm' cannot serve TinyLoRA adapters; use 'hf'")
+        if "temperature" in self.methods:
+            missing = [g for g, grid in self.learning_rates.items() if grid.temperature is None]
+            if missing:
+                raise ValueError(
+                    f"method temperature needs learning_rates.<regime>.temperature (missing for {missing})"
+                )
         if self.capacity:
             self._check_capacity()
         if self.truncation and ("rl" not in self.regimes or "fullft" not in self.methods):
@@ -973,7 +983,7 @@ def check_methods(methods: list[str]) -> list[str]:
         if not METHOD_PATTERN.match(m):
             raise ValueError(
                 f"unknown method {m!r}; use 'fullft', 'lora-r<rank>[-attn|-mlp]' (e.g. lora-r1, lora-r16-mlp) or "
-                "'tinylora-u<u>' (e.g. tinylora-u16)"
+                "'tinylora-u<u>' (e.g. tinylora-u16) or 'temperature'"
             )
     return check_unique(methods, "methods")
 
@@ -1016,16 +1026,19 @@ def tinylora_size(method: str) -> int | None:
     return int(m[4]) if m[4] else None
 
 
-def method_kind(method: str) -> Literal["fullft", "lora", "tinylora"]:
+def method_kind(method: str) -> Literal["fullft", "lora", "tinylora", "temperature"]:
     m = _method(method)
-    return "lora" if m[2] else "tinylora" if m[4] else "fullft"
+    return "lora" if m[2] else "tinylora" if m[4] else "temperature" if method == "temperature" else "fullft"
 
 
 def method_position(method: str) -> float:
-    """Where a method sorts, by capacity: TinyLoRA sizes (below 1), LoRA ranks, then FullFT."""
+    """Where a method sorts, by capacity: the learned temperature (one scalar, 0), TinyLoRA sizes
+    (below 1), LoRA ranks, then FullFT."""
     kind = method_kind(method)
     if kind == "fullft":
         return math.inf
+    if kind == "temperature":
+        return 0.0
     return lora_rank(method) if kind == "lora" else tinylora_size(method) / 1e9
 
 
@@ -1035,6 +1048,8 @@ def method_label(method: str) -> str:
     kind = method_kind(method)
     if kind == "fullft":
         return "FullFT"
+    if kind == "temperature":
+        return "learned temperature"
     if kind == "tinylora":
         return f"TinyLoRA u={tinylora_size(method)}"
     scope = lora_scope(method)

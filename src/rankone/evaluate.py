@@ -9,7 +9,9 @@ confidence, the sampled completions' Brier score and calibration error); for SFT
 negative log-likelihood of the answers (test NLL); for SFT, and for RL on a table of
 known entropy (facts), the final total NLL of the training set and the bits absorbed:
 its drop from the base model to the trained one. For RL, the final weights' sharpening
-profile (`profile`: greedy accuracy and pass@k on the whole test split, rankone.rollouts.profile).
+profile (`profile`: greedy accuracy and pass@k on the whole test split, rankone.rollouts.profile)
+of the runs that judge: the confirmation runs where the regime has them (the sweep only chooses
+the lr on val, and the profile's samples cost about three scores), else the sweep's.
 """
 
 from __future__ import annotations
@@ -196,8 +198,8 @@ def run(cfg: StudyConfig, regime: str, model: str, method: str, at) -> list[dict
         raise ValueError(f"no runs for {regime}/{model}/{method} in the study's grid")
     data_dir, model_dir = at.data(regime), at.model(model)
     splits = {s: read_split(data_dir, s)[: cfg.evaluate.n_prompts] for s in ("val", "test")}
-    if regime == "rl":  # the sharpening profile reads the whole test split
-        splits["profile"] = read_split(data_dir, "test")
+    if regime == "rl" and regime not in cfg.confirmed_regimes():  # the runs that judge: the sharpening
+        splits["profile"] = read_split(data_dir, "test")  # profile on the whole test split (not the sweep's)
     base_train_nats = None
     if measures_storage(cfg, regime):  # bits stored, the same estimator in both regimes
         splits["train"] = read_split(data_dir, "train")

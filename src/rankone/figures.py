@@ -54,6 +54,7 @@ VERDICT_COLORS = {
     "worse": "tab:red",
     "inconclusive": "tab:gray",
     "diverged": "black",
+    "not judged": "lightgray",
 }
 SCORE_LABELS = {"rl": "mean reward", "sft": "-NLL (nats/token)"}
 

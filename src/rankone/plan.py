@@ -97,11 +97,14 @@ def meta_model(shape: Shape):
 def counts(cfg: StudyConfig, shape: Shape, method: str | None) -> tuple[int, int]:
     """(parameters, trainable parameters) of `method` on `shape` (None: no training). LoRA: peft on the
     meta model at rank 1, times the rank (each adapted (d_in, d_out) linear gets r x (d_in + d_out));
-    TinyLoRA (whose init takes an SVD of real weights) by its definition, u per tied group."""
+    TinyLoRA (whose init takes an SVD of real weights) by its definition, u per tied group; the learned
+    temperature, one."""
     total = _total(shape)
     kind = method_kind(method) if method else None
     if kind in (None, "fullft"):
         return total, total
+    if kind == "temperature":
+        return total, 1
     scope = cfg.scope(method)
     if kind == "tinylora":
         groups = max(1, round(len(adapted_linears(shape, scope)) * (1 - cfg.lora.tinylora_weight_tying)))

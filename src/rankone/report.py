@@ -37,7 +37,7 @@ from rankone.figures import (
     plot_updates,
 )
 from rankone import render
-from rankone.analysis import BOOTSTRAP
+from rankone.analysis import BOOTSTRAP, LEARNED_TEMPERATURE
 from rankone.io import atomic_path, git_state, package_versions, read_json, read_table
 from rankone.outputs import FIGURES, SECTIONS
 from rankone.paths import Layout
@@ -448,6 +448,8 @@ def verdict_phrase(r) -> str:
         )
     if r.verdict == "diverged":
         return f"{method_label(r.method)}: a run diverged, no verdict"
+    if r.verdict == "not judged":
+        return f"{method_label(r.method)} is not judged ({_ci(r)}): {r.reason}"
     if r.reason == "underpowered":
         need = "more than 1,000" if r.seeds_to_decide == math.inf else f"about {r.seeds_to_decide:.0f}"
         return (
@@ -573,13 +575,20 @@ def sharpening_findings(sharp: pd.DataFrame) -> list[str]:
     for model, g in sharp.groupby("model", sort=False) if len(sharp) else []:
         base = g[g.method == "base"].iloc[0]
         control = g[g.method.str.startswith("control")].iloc[0]
-        trained = g[~g.method.isin(["base"]) & ~g.method.str.startswith("control")]
+        learned = g[g.method == LEARNED_TEMPERATURE]
+        controls = g.method.str.startswith("control") | (g.method == LEARNED_TEMPERATURE)
+        trained = g[~g.method.isin(["base"]) & ~controls]
         big = max(c for c in g.columns if c.startswith("pass_at_"))
         k = big.removeprefix("pass_at_")
         sentence = (
             f"**{model}**: the base model answers {base.greedy_accuracy:.3f} of the test problems greedily "
             f"(pass@{k} {getattr(base, big):.3f}, mean reward {base.mean_reward:.3f} at T={base.temperature:g}); "
-            f"the sharpening control (T={control.temperature:g}) reaches mean reward {control.mean_reward:.3f}."
+            f"the sharpening control (T={control.temperature:g}) reaches mean reward {control.mean_reward:.3f}"
+            + (
+                f", the learned temperature (RL of one logit scale) {learned.iloc[0].mean_reward:.3f}."
+                if len(learned)
+                else "."
+            )
         )
         if len(trained):
             arm = (
@@ -602,7 +611,8 @@ def sharpening_findings(sharp: pd.DataFrame) -> list[str]:
                     if arm.reads == "sharpening"
                     else "One seed: no interval to tell learning from sharpening."
                     if arm.reads == "one seed"
-                    else "It gained nothing over the base: this model's RL verdicts judge no learning at all."
+                    else "It gained nothing over the base: this model's RL verdicts are not judged (no learning "
+                    "to match)."
                 )
             )
         out.append(sentence)
@@ -904,10 +914,13 @@ def build_sections(
                 *sharpening_findings(sharp),
                 "Profiles on the whole test split: greedy accuracy, mean reward and unbiased pass@k from "
                 f"{cfg.sharpening.samples} samples a prompt at the evaluation temperature; each method's final weights "
-                "at its best lr, mean over the judged seeds with t intervals. The control is the base model at the "
-                "temperature with the best val mean reward, no training (a temperature moves no argmax, so its "
-                "greedy accuracy is the base's). Beyond control = the method's value minus the control's: the part "
-                "of its gain that sharpening does not give.",
+                "at its best lr, mean over the judged seeds with t intervals. The controls: the base model at the "
+                "temperature with the best val mean reward, no training, and, where the grid has it, the learned "
+                "temperature (RL of one scalar that scales the logits, at its own best lr). A temperature moves no "
+                "argmax, so both controls' greedy accuracy is the base's. Beyond control = the method's value minus "
+                "the stronger control's (Welch's interval against the learned temperature's seeds): the part of "
+                "its gain that sharpening does not give. Where FullFT gained nothing over the base, the model's RL "
+                "verdicts are `not judged`.",
                 sharpening_table(sharp) if len(sharp) else "No RL regime.",
             ],
         ),

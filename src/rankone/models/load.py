@@ -34,8 +34,58 @@ def target_modules(scope: str) -> list[str] | str:
     return list(SCOPE_LAYERS[scope]) if scope in SCOPE_LAYERS else "all-linear"
 
 
+class LogitScale(torch.nn.Module):
+    """A parametrization that multiplies a tensor by exp(log_scale), one trained scalar (0 at start:
+    the base model exactly)."""
+
+    def __init__(self):
+        super().__init__()
+        self.log_scale = torch.nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.log_scale.exp().to(x.dtype)
+
+
+def learned_temperature(model):
+    """The base model, frozen, with one trained scalar s that scales its logits by exp(s) (sampling it
+    at temperature T is sampling the base at T * exp(-s)). The scale sits on the final norm's weight
+    (and bias), whose output feeds the output layer alone; the output layer itself may be tied to the
+    input embeddings."""
+    from torch.nn.utils import parametrize
+
+    for p in model.parameters():
+        p.requires_grad_(False)
+    norm = getattr(model.get_decoder(), "norm", None)
+    if norm is None or getattr(norm, "weight", None) is None:
+        raise ValueError(f"method temperature: {type(model).__name__} has no final norm with a weight to scale")
+    scale = LogitScale()
+    for name in ("weight", "bias"):
+        if getattr(norm, name, None) is not None:
+            parametrize.register_parametrization(norm, name, scale)
+    return model
+
+
+def plain_state(model) -> dict[str, torch.Tensor] | None:
+    """`model.state_dict()` with every parametrized tensor saved as its value (a learned temperature's
+    scaled norm) under its plain name, so that the checkpoint loads as the base architecture; None
+    (save_pretrained's own state dict) for a model with no parametrization."""
+    from torch.nn.utils import parametrize
+
+    if not any(parametrize.is_parametrized(m) for m in model.modules()):
+        return None
+    state = model.state_dict()
+    for prefix, module in model.named_modules():
+        for name in getattr(module, "parametrizations", {}):
+            key = f"{prefix}.{name}" if prefix else name
+            for stale in [k for k in state if k.startswith(f"{key.rsplit('.', 1)[0]}.parametrizations.{name}.")]:
+                del state[stale]
+            state[key] = getattr(module, name).detach()
+    return state
+
+
 def make_policy(model, method: str, lora, scope: str):
-    """FullFT: every parameter trains. LoRA and TinyLoRA: a peft adapter, base frozen.
+    """FullFT: every parameter trains. LoRA and TinyLoRA: a peft adapter, base frozen. Temperature:
+    one scalar on the frozen base (learned_temperature).
 
     LoRA: peft's default init is the one the original runs used: A ~ kaiming-uniform
     (bound 1/sqrt(d_in)), B = 0, scale alpha / r. TinyLoRA (arXiv 2602.04118): the update
@@ -50,6 +100,8 @@ def make_policy(model, method: str, lora, scope: str):
         for p in model.parameters():
             p.requires_grad_(True)
         return model
+    if kind == "temperature":
+        return learned_temperature(model)
     from peft import LoraConfig, TinyLoraConfig, get_peft_model
 
     if kind == "tinylora":
@@ -77,10 +129,13 @@ def load_policy(
     dtype: str = "float32",
     device: str | torch.device = "cpu",
 ):
-    """A trained policy for evaluation, on `device`: base + adapter (LoRA, TinyLoRA) or the full weights (FullFT)."""
+    """A trained policy for evaluation, on `device`: base + adapter (LoRA, TinyLoRA) or the full weights
+    (FullFT, and the learned temperature, saved with its scale in the norm)."""
     from transformers import AutoModelForCausalLM
 
-    if weights_dir is not None and method == "fullft":  # FullFT saved the whole model: no base needed
+    from rankone.config import method_kind
+
+    if weights_dir is not None and method_kind(method) in ("fullft", "temperature"):  # the whole model: no base
         model = AutoModelForCausalLM.from_pretrained(weights_dir, dtype=dtype).to(device)
         tokenizer = load_tokenizer(model_dir)
     else:

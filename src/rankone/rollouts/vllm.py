@@ -48,6 +48,7 @@ from pathlib import Path
 
 import torch
 
+from rankone.models.load import plain_state
 from rankone.models.sequences import Samples, completion_mask, decode_completions, encode_prompts
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed max_lora_rank values
@@ -142,7 +143,8 @@ class VLLMEngine:
             shutil.rmtree(previous, ignore_errors=True)
         else:
             self._wake(["weights"])
-            weights = ((k, _whole(v).detach().to(self.dtype)) for k, v in model.state_dict().items())
+            state = plain_state(model) or model.state_dict()  # a learned temperature's scale in its norm
+            weights = ((k, _whole(v).detach().to(self.dtype)) for k, v in state.items())
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
             for _ in weights:  # under FSDP each tensor's gather is collective: every process makes all of them
                 pass

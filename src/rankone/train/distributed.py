@@ -35,6 +35,7 @@ import torch
 from rankone.device import resolve
 from rankone.io import InputError, log, seed_everything
 from rankone.launcher import launched
+from rankone.models.load import plain_state
 
 
 def launch(processes: int, argv: list[str]) -> int:
@@ -247,7 +248,7 @@ class Group:
         """`policy.save_pretrained(folder)`, the weights unsharded; with several processes every one
         calls it (the gather is collective) and process 0 writes."""
         if self.size == 1:
-            policy.save_pretrained(folder)
+            policy.save_pretrained(folder, state_dict=plain_state(policy))
             return
         state = self.model_state(policy)
         if self.main:

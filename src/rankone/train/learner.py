@@ -57,7 +57,7 @@ class Learner:
                 f"{run.path}: {group.size} processes, but only FullFT is sharded (FSDP); "
                 "LoRA and TinyLoRA train on one device"
             )
-        weights = cfg.dtype if kind == "lora" else "float32"
+        weights = cfg.dtype if kind in ("lora", "temperature") else "float32"  # a frozen base: cfg.dtype
         model, tokenizer = load_base(model_dir, weights, group.device)
         if cfg.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
