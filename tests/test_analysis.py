@@ -7,6 +7,7 @@ import pytest
 
 from rankone.analysis import (
     about,
+    base_share,
     best_learning_rates,
     by_step,
     checkpoint_rows,
@@ -23,6 +24,7 @@ from rankone.analysis import (
     stability,
     t_multiplier,
     trajectory,
+    two_level,
     verdicts,
 )
 from rankone.config import RunId, validate
@@ -610,3 +612,28 @@ def test_fitted_optimum_finds_the_vertex_and_the_lora_over_fullft_ratio():
     assert full.fitted_lr_ci_low < 1e-3 < full.fitted_lr_ci_high
     assert r1.ratio_to_fullft == pytest.approx(4, rel=0.1) and r1.ratio_ci_low < 4 < r1.ratio_ci_high
     assert not r4.interior and r4.edge == "high" and not r4.fitted_lr <= max(grid)  # NaN or beyond the grid
+
+
+def base_model_gaps(offsets: list[float], noise: list[float]) -> pd.DataFrame:
+    """Gaps of 4 seeds on each base model: the base model's offset plus the seed's noise."""
+    return pd.DataFrame(
+        [{"base": b, "seed": s, "gap": offset + e} for b, offset in enumerate(offsets) for s, e in enumerate(noise)]
+    )
+
+
+def test_two_level_interval_widens_with_the_base_models_spread_and_names_its_share():
+    """Three base models 0.1 apart, seeds within 0.01 of each other: pooling the 12 seeds as if
+    independent gives a narrower interval than the two-level bootstrap, and nearly all of the
+    variance is the base model's. Without a base-model effect the share is about 0."""
+    noise = [-0.01, 0.0, 0.005, 0.005]
+    spread = base_model_gaps([-0.1, 0.0, 0.1], noise)
+    _, seed_low, seed_high = interval(spread.gap.tolist(), 0.95)
+    mean, low, high = two_level(spread, 0.95, resamples=1000)
+    assert mean == pytest.approx(0.0, abs=1e-12) and low < 0 < high
+    assert high - low > 1.5 * (seed_high - seed_low) and high - low > 0.15
+    assert base_share(spread) > 0.95
+    flat = base_model_gaps([0.02, 0.02, 0.02], noise)
+    assert base_share(flat) < 0.05
+    assert two_level(flat, 0.95, resamples=1000)[1] > 0.01 - 1e-9  # every resample's mean is 0.02 - 0.01 or more
+    assert two_level(spread, 0.95, resamples=200) == two_level(spread, 0.95, resamples=200)  # seeded
+    assert math.isnan(base_share(spread[spread.base == 0]))  # one base model: no share to tell

@@ -738,6 +738,47 @@ def _power(decades: float) -> float:
     return 10**decades if math.isfinite(decades) and abs(decades) < 30 else math.nan
 
 
+def two_level(gaps: pd.DataFrame, confidence: float, resamples: int = BOOTSTRAP, seed: int = 0):
+    """The mean gap over base models and its interval from a two-level bootstrap: resample the base
+    models (column `base`) with replacement, then each drawn base model's seeds (rows, column `gap`)
+    with replacement; the statistic is the mean of the base models' mean gaps (each base model
+    weighs the same), the interval its central `confidence` percentiles. With one base model it is
+    the seeds' bootstrap alone, which cannot see the base model's share of the variance."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    groups = [g["gap"].to_numpy(dtype=float) for _, g in gaps.groupby("base")]
+    mean = float(np.mean([g.mean() for g in groups]))
+    draws = np.empty(resamples)
+    for i in range(resamples):
+        picked = rng.integers(len(groups), size=len(groups))
+        draws[i] = np.mean([rng.choice(groups[j], size=len(groups[j])).mean() for j in picked])
+    low, high = _percentiles(draws, confidence)
+    return mean, low, high
+
+
+def base_share(gaps: pd.DataFrame) -> float:
+    """The share of the gaps' variance that comes from the base model: a random intercept per base
+    model (statsmodels' MixedLM, REML), its variance over that plus the residual (seed) variance.
+    NaN with fewer than two base models, or when the fit fails."""
+    import warnings
+
+    if gaps["base"].nunique() < 2:
+        return math.nan
+    import numpy as np
+    import statsmodels.formula.api as smf
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a boundary fit (no base-model variance) warns; its share is 0
+        try:
+            fit = smf.mixedlm("gap ~ 1", gaps, groups=gaps["base"]).fit(reml=True)
+        except (ValueError, np.linalg.LinAlgError):
+            return math.nan
+    between, within = float(fit.cov_re.iloc[0, 0]), float(fit.scale)
+    total = between + within
+    return between / total if total > 0 else math.nan
+
+
 def _percentiles(values, confidence: float) -> tuple[float, float]:
     """The central `confidence` percentile interval of the finite `values`; NaN when more than a tenth
     of them are not finite (the fit had no maximum too often to trust an interval)."""
