@@ -18,6 +18,7 @@ from rankone.analysis import (
     judge,
     p_values,
     plateau,
+    pooled,
     primary,
     seeds_to_decide,
     sharpening,
@@ -637,3 +638,33 @@ def test_two_level_interval_widens_with_the_base_models_spread_and_names_its_sha
     assert two_level(flat, 0.95, resamples=1000)[1] > 0.01 - 1e-9  # every resample's mean is 0.02 - 0.01 or more
     assert two_level(spread, 0.95, resamples=200) == two_level(spread, 0.95, resamples=200)  # seeded
     assert math.isnan(base_share(spread[spread.base == 0]))  # one base model: no share to tell
+
+
+def test_verdicts_pool_each_models_base_model_replicas(tmp_path):
+    """Three base models of llama-tiny (the model and two replicas), 4 seeds each: rank 1 trails FullFT
+    by 0.1 on every base model (worse, decided on the 3 base models' means) while rank 4's gap is 0 on
+    average but swings 0.1 between base models, most of its variance the base model's. qwen3-tiny has
+    no replica: no pooled row."""
+    cfg = validate(
+        smoke_dict(results_dir=str(tmp_path), models=["llama-tiny", "llama-tiny@1", "llama-tiny@2", "qwen3-tiny"])
+    )
+    noise = [-0.01, 0.0, 0.005, 0.005]
+    rows = []
+    for model, swing in (("llama-tiny", -0.1), ("llama-tiny@1", 0.0), ("llama-tiny@2", 0.1), ("qwen3-tiny", 0.0)):
+        for seed, e in enumerate(noise):
+            for method, gap in (("fullft", 0.0), ("lora-r1", -0.1 + e), ("lora-r4", swing + e)):
+                value = 0.5 + gap
+                rows.append(
+                    {"regime": "rl", "model": model, "method": method, "lr": 1e-3, "seed": seed}
+                    | {"test_score": value, "test_greedy": value}
+                )
+    judged = pd.DataFrame(rows)
+    best = judged[["regime", "model", "method", "lr"]].drop_duplicates().assign(edge="")
+    table = pooled(cfg, judged, best).set_index(["method", "metric"])
+    assert set(table.model) == {"llama-tiny"} and set(table.base_models) == {3} and set(table.runs) == {12}
+    r1, r4 = table.loc[("lora-r1", "score")], table.loc[("lora-r4", "score")]
+    assert r1.gap == pytest.approx(-0.1) and r1.verdict == "worse" and r1.family == "primary"
+    assert r4.gap == pytest.approx(0.0, abs=1e-12) and r4.verdict == "inconclusive" and r4.family == "secondary"
+    assert r4.base_share > 0.95 and r4.two_level_low < -0.05 and r4.two_level_high > 0.05
+    # the t interval over 3 base-model means: df 2, half-width t(0.975, 2) * sd / sqrt(3)
+    assert r4.ci_high - r4.ci_low == pytest.approx(2 * t_multiplier(3, 0.95) * 0.1 / math.sqrt(3))

@@ -59,6 +59,9 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
 BAD = [
     ({"seeds": "zero"}, "seeds"),
     ({"models": ["gpt-tiny"]}, "unknown model 'gpt-tiny'"),
+    ({"models": ["llama-tiny@0"]}, "model 'llama-tiny@0': a replica is '<model>@<k>' with k >= 1"),
+    ({"models": ["gpt-tiny@1"]}, "unknown model 'gpt-tiny'"),
+    ({"models": ["smollm2-135m@1"]}, "only a warm-started tiny preset has replicas"),
     ({"tasks": {"rl": {"name": "chess"}, "sft": {"name": "facts"}}}, "unknown task 'chess'"),
     ({"rollout": {"engine": "sglang"}}, "rollout.engine"),
     (

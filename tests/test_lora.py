@@ -169,3 +169,27 @@ def test_learned_temperature_needs_its_own_grid():
     assert [r.lr for r in cfg.runs() if r.method == "temperature"][0] == 0.1
     assert method_kind("temperature") == "temperature" and method_label("temperature") == "learned temperature"
     assert sorted(["fullft", "tinylora-u1", "temperature"], key=method_position)[0] == "temperature"
+
+
+def test_a_replica_is_another_warm_start_of_the_same_preset(study, tmp_path):
+    """llama-tiny@1: the same architecture and tokenizer, warm-started with pretrain seed seed + 1,
+    so other weights; llama-tiny itself is replica 0 (seed + 0: its bytes did not change)."""
+    import json
+
+    from safetensors.torch import load_file
+
+    from rankone.config import architecture_of, replica_of
+    from rankone.models.build import build, pretrain_seed
+
+    cfg, at = study
+    assert (architecture_of("llama-tiny@1"), replica_of("llama-tiny@1"), replica_of("llama-tiny")) == (
+        "llama-tiny",
+        1,
+        0,
+    )
+    assert pretrain_seed(cfg, "llama-tiny") == cfg.seed and pretrain_seed(cfg, "llama-tiny@2") == cfg.seed + 2
+    build(cfg, "llama-tiny@1", at.data_root, tmp_path / "replica")
+    own, other = at.model("llama-tiny"), tmp_path / "replica"
+    assert json.loads((own / "config.json").read_text()) == json.loads((other / "config.json").read_text())
+    a, b = load_file(own / "model.safetensors"), load_file(other / "model.safetensors")
+    assert set(a) == set(b) and not any(torch.equal(a[k], b[k]) for k in a if k.endswith("proj.weight"))

@@ -37,7 +37,7 @@ import math
 
 import pandas as pd
 
-from rankone.config import StudyConfig, lora_rank, method_kind
+from rankone.config import StudyConfig, architecture_of, lora_rank, method_kind, method_position
 from rankone.info import bits_recalled, bits_stored
 from rankone.io import atomic_path, read_json, read_jsonl, read_table, write_json
 from rankone.paths import Layout
@@ -427,6 +427,68 @@ def not_judged(table: pd.DataFrame) -> pd.DataFrame:
     out.loc[skip, "reason"] = "FullFT gained nothing over the base on test (sharpening.csv): no learning to match"
     out.loc[skip, ["p_equivalence", "p_difference"]] = math.nan
     return out
+
+
+def pooled(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+    """Verdicts across base models (pooled.csv): for each model with replicas in the study ("<model>@<k>",
+    each its own warm-start), each method against FullFT pooled over the replicas. Each replica's gaps
+    are paired by seed at that replica's best lrs; the verdict (`compare`, `judge`) is taken on the
+    replicas' mean gaps, so its t interval has one degree of freedom per base model but one (the base
+    model is the unit a rerun on another base model samples). Beside it: `two_level_low/high`, the
+    two-level bootstrap (base model, then seed: `two_level`), and `base_share`, the share of the gaps'
+    variance that comes from the base model (`base_share`). Corrected like verdicts.csv (its own
+    families). Empty where no model has a replica."""
+    replicas: dict[str, list[str]] = {}
+    for m in cfg.models:
+        replicas.setdefault(architecture_of(m), []).append(m)
+    chosen = runs.merge(best[["regime", "model", "method", "lr"]], on=["regime", "model", "method", "lr"])
+    out = []
+    for regime in cfg.regimes:
+        for model, members in replicas.items():
+            cell = chosen[(chosen.regime == regime) & chosen.model.isin(members)]
+            if len(members) < 2 or cell.empty:
+                continue
+            for method in sorted(set(cell.method) - {"fullft"}, key=method_position):
+                for metric, name in METRICS.items():
+                    gaps = replica_gaps(cell, members, method, f"test_{name}")
+                    if gaps.empty or gaps.base.nunique() < 2:
+                        continue
+                    means = gaps.groupby("base", sort=False).gap.mean().reset_index(drop=True)
+                    margin = margin_of(cfg, regime, metric)
+                    result = compare(means, pd.Series(0.0, index=means.index), margin, cfg.analysis.confidence)
+                    _, low, high = two_level(gaps, cfg.analysis.confidence)
+                    out.append(
+                        {
+                            "regime": regime,
+                            "model": model,
+                            "method": method,
+                            "metric": metric,
+                            "base_models": len(means),
+                            "runs": len(gaps),
+                            **{k: v for k, v in result.items() if k != "seeds"},
+                            "two_level_low": low,
+                            "two_level_high": high,
+                            "base_share": base_share(gaps),
+                        }
+                    )
+    table = pd.DataFrame(out)
+    if not len(table):
+        return table
+    return corrected(table, cfg.analysis.confidence, family(table))
+
+
+def replica_gaps(cell: pd.DataFrame, members: list[str], method: str, column: str) -> pd.DataFrame:
+    """`method`'s paired gaps to FullFT on `column`, one row per (replica `base`, seed)."""
+    rows = []
+    for model in members:
+        here = cell[cell.model == model]
+        full = here[here.method == "fullft"].set_index("seed")
+        mine = here[here.method == method].set_index("seed")
+        if column not in here:
+            continue
+        for seed in sorted(set(full.index) & set(mine.index)):
+            rows.append({"base": model, "seed": seed, "gap": float(mine.at[seed, column] - full.at[seed, column])})
+    return pd.DataFrame(rows, columns=["base", "seed", "gap"])
 
 
 # The pre-registered primary family: rank 1 (all-linear) against FullFT on the score, per regime and
@@ -960,6 +1022,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         "layers.csv": layers(cfg, judged, best),
         "plateau.csv": plateau(cfg, curves, best),
         "sharpening.csv": sharp,
+        "pooled.csv": pooled(cfg, judged, best),
     }
     at.write_tables(table)
     write_json(

@@ -125,11 +125,18 @@ def _models(cfg: StudyConfig) -> None:
             raise _Invalid("local_models", f"{name!r} is already a preset name; pick another name for the local model")
         if not (Path(path) / "config.json").is_file():
             raise _Invalid("local_models", f"{name}: no transformers checkpoint at {path!r} (missing config.json)")
-    for m in cfg.models:
+    for replica in cfg.models:
+        m = config.architecture_of(replica)
         if m not in PRESETS and m not in cfg.local_models:
             raise _Invalid(
                 "models",
                 f"unknown model {m!r}; known models: {', '.join(sorted(PRESETS))} (or add it under local_models)",
+            )
+        if replica != m and not isinstance(PRESETS.get(m), TinyPreset):
+            raise _Invalid(
+                "models",
+                f"{replica!r} is a replica of {m!r}, but only a warm-started tiny preset has replicas "
+                "(a pretrain seed); a checkpoint's weights are the same every time",
             )
 
 

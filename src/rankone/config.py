@@ -24,6 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 METHOD_REGEX = r"fullft|lora-r([1-9][0-9]*)(?:-(attn|mlp))?|tinylora-u([1-9][0-9]*)|temperature"
 METHOD_PATTERN = re.compile(rf"^({METHOD_REGEX})$")
 SCOPES = {"attn": "attention", "mlp": "mlp"}
+# A base-model replica: "<model>@<k>" (k >= 1) warm-starts the same tiny preset again with pretrain
+# seed `seed + k` ("<model>" is replica 0). The analysis pools a model's replicas (pooled.csv).
+REPLICA = re.compile(r"^(?P<model>[A-Za-z0-9._-]+)@(?P<k>[1-9][0-9]*)$")
 SCOPE_LAYERS = {
     "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
     "mlp": ("gate_proj", "up_proj", "down_proj"),
@@ -666,7 +669,10 @@ class StudyConfig(Grid):
     )
     plan: PlanConfig = Field(default_factory=PlanConfig)
     models: list[str] = Field(
-        min_length=1, description="Model presets (rankone.models.PRESETS) or names from local_models."
+        min_length=1,
+        description="Model presets (rankone.models.PRESETS) or names from local_models; `<tiny preset>@<k>` "
+        "(k >= 1) is another base model of the same preset, warm-started with pretrain seed seed + k (a "
+        "replica: the analysis pools a model's replicas, pooled.csv).",
     )
     local_models: dict[str, str] = Field(
         default_factory=dict,
@@ -711,6 +717,9 @@ class StudyConfig(Grid):
     @field_validator("models")
     @classmethod
     def _unique_models(cls, models: list[str]) -> list[str]:
+        for m in models:
+            if "@" in m and not REPLICA.match(m):
+                raise ValueError(f"model {m!r}: a replica is '<model>@<k>' with k >= 1 (e.g. llama-tiny@1)")
         return check_unique(models, "models")
 
     @model_validator(mode="after")
@@ -1005,6 +1014,18 @@ def _method(method: str) -> re.Match:
     if not m:
         raise ConfigError(f"unknown method {method!r}")
     return m
+
+
+def architecture_of(model: str) -> str:
+    """The model a replica is of ("llama-tiny@2" -> "llama-tiny"); a model that is no replica itself."""
+    m = REPLICA.match(model)
+    return m["model"] if m else model
+
+
+def replica_of(model: str) -> int:
+    """A model's replica index: k of "<model>@<k>", 0 for the model itself."""
+    m = REPLICA.match(model)
+    return int(m["k"]) if m else 0
 
 
 def lora_rank(method: str) -> int | None:

@@ -93,6 +93,10 @@ class LocalPreset:
 
 
 def preset(name: str, local_models: dict[str, str]) -> TinyPreset | HubPreset | GgufPreset | LocalPreset:
+    """A model's preset; a replica ("<model>@<k>") has its model's."""
+    from rankone.config import architecture_of
+
+    name = architecture_of(name)
     return LocalPreset(local_models[name]) if name in local_models else PRESETS[name]
 
 

@@ -428,6 +428,28 @@ RULE_WORDS = (
 )
 
 
+def pooled_blocks(pooled: pd.DataFrame, confidence: float) -> list:
+    """The verdicts pooled over each model's base-model replicas (analysis.pooled), in words and as a table."""
+    words = [
+        f"**{NAMES[r.regime]} · {r.model}**, {r.base_models} base models ({r.runs} paired runs): "
+        f"{verdict_phrase(r)}; two-level bootstrap [{r.two_level_low:+.3f}, {r.two_level_high:+.3f}]; "
+        + (
+            f"{r.base_share:.0%} of the gaps' variance comes from the base model."
+            if isinstance(r.base_share, float) and math.isfinite(r.base_share)
+            else "the base model's share of the variance could not be fitted."
+        )
+        for r in pooled[pooled.family == "primary"].itertuples()
+    ]
+    return [
+        *words,
+        f"Each replica warm-starts the same preset with another pretrain seed. The verdict is taken on the "
+        f"replicas' mean gaps ({confidence:.0%} t interval, one degree of freedom per base model but one): what a "
+        "rerun on another base model would see. The two-level bootstrap resamples base models, then their seeds; "
+        "the base model's share of the variance is a random-intercept model's (statsmodels MixedLM, REML).",
+        _round(pooled),
+    ]
+
+
 def verdict_phrase(r) -> str:
     """One method's verdict in words, with how sure it is."""
     if r.verdict == "parity":
@@ -804,6 +826,7 @@ def tables(at: Layout) -> dict:
         "layer_table": t("layers.csv"),
         "judged": judged_runs(at.analysis),
         "sharp": t("sharpening.csv"),
+        "pooled": t("pooled.csv") if at.table("pooled.csv").is_file() else pd.DataFrame(),
     }
 
 
@@ -836,7 +859,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
 
 
 def build_sections(
-    cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates, layer_table, judged, sharp, optimum
+    cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates, layer_table, judged, sharp, optimum, pooled
 ) -> list[tuple[str, list]]:
     """(heading, blocks); a block is a str paragraph, a DataFrame, or ("figure", file)."""
     rollouts = []
@@ -876,12 +899,14 @@ def build_sections(
         "p_difference_adjusted",
         "verdict_uncorrected",
         "verdict",
+        "about",
         "reason",
         "seeds_to_decide",
         "stable",
         "by_step",
         "seeds_to_stable",
     ]
+    show = [c for c in show if c in verdicts]  # `about` came with the sharpening precondition
     diverged = runs[runs.status != "completed"][["regime", "model", "method", "lr", "seed", "status"]]
     git = git_state()
     prov = pd.DataFrame(
@@ -931,6 +956,7 @@ def build_sections(
                 *([_round(plateau)] if len(plateau) else []),
             ],
         ),
+        *([("Across base models", pooled_blocks(pooled, cfg.analysis.confidence))] if len(pooled) else []),
         (SECTIONS["rl_curves"], [("figure", "rl_curves.png")]),
         (
             SECTIONS["lr_sweep"],

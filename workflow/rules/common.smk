@@ -56,7 +56,7 @@ write_resolved(STUDY, LAYOUT.study_config)
 
 wildcard_constraints:
     regime="rl|sft",
-    model="[A-Za-z0-9._-]+",
+    model="[A-Za-z0-9._@-]+",
     method=METHOD_REGEX,
     lr="[0-9.e+-]+",
     n_facts="[0-9]+",

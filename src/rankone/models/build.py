@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from rankone.config import StudyConfig
+from rankone.config import StudyConfig, replica_of
 from rankone.data import read_split
 from rankone.io import InputError, atomic_path, log, provenance, seed_everything, sha256_file, write_json
 from rankone.models import GgufPreset, HubPreset, LocalPreset, build_tokenizer, preset
@@ -29,7 +29,7 @@ def build(cfg: StudyConfig, model_name: str, data_root: Path, out_dir: Path) -> 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     started = time.time()
-    seed_everything(cfg.seed, cfg.threads)
+    seed_everything(pretrain_seed(cfg, model_name), cfg.threads)
     spec = preset(model_name, cfg.local_models)
     with atomic_path(out_dir) as tmp:
         if isinstance(spec, GgufPreset):
@@ -131,17 +131,24 @@ def from_hub(model_name: str, spec: HubPreset, dtype: str = "float32"):
         ) from None
 
 
+def pretrain_seed(cfg: StudyConfig, model_name: str) -> int:
+    """The seed of a model's warm-start: the study's, plus k for its replica "<model>@<k>" (a new
+    initialisation and corpus draw on the same warm-up data)."""
+    return cfg.seed + replica_of(model_name)
+
+
 def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: str) -> dict:
     p = cfg.pretrain
+    seed = pretrain_seed(cfg, model_name)
     task = task_of(cfg.tasks["rl"])
     total = p.steps * p.batch_size
     n_format = round(total * p.sft_format_share) if "sft" in cfg.tasks else 0
-    corpus = task.corpus(read_split(data_root / "rl", "warmup"), p.corruption, total - n_format, cfg.seed)
+    corpus = task.corpus(read_split(data_root / "rl", "warmup"), p.corruption, total - n_format, seed)
     if n_format:
         # The SFT task's warm-up table: its format, none of the facts SFT trains on.
         warmup = read_split(data_root / "sft", "warmup")
-        corpus += task_of(cfg.tasks["sft"]).corpus(warmup, 0.0, n_format, cfg.seed)
-        random.Random(f"mix:{cfg.seed}").shuffle(corpus)
+        corpus += task_of(cfg.tasks["sft"]).corpus(warmup, 0.0, n_format, seed)
+        random.Random(f"mix:{seed}").shuffle(corpus)
     optimizer = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=0.0)
     model.train()
     t0 = time.time()
@@ -167,7 +174,7 @@ def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: st
                 time.time() - t0,
             )
     model.eval()
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(seed)
     rows = read_split(data_root / "rl", "train")  # never in the warm-up
     prompts = [r["prompt"] for r in rows[: p.eval_prompts]]
     answers = [r["answer"] for r in rows[: p.eval_prompts]]
