@@ -20,7 +20,7 @@ def test_shipped_configs_are_valid():
     assert {r.regime for r in smoke.runs()} == {"rl", "sft"}
 
 
-@pytest.mark.parametrize("name", ["layers", "capacity", "levers", "tinylora", "rl-capacity", "crossover"])
+@pytest.mark.parametrize("name", ["layers", "capacity", "levers", "tinylora", "rl-capacity", "crossover", "two-by-two"])
 def test_experiment_configs_layer_over_the_default(name, tmp_path):
     default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
     over = yaml.safe_load((ROOT / "config" / "experiments" / f"{name}.yaml").read_text())
@@ -47,6 +47,9 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
             assert sub.regimes == ["rl", "sft"] and sub.tasks["rl"] == sub.tasks["sft"]
             assert len(sub.runs()) == 2 * len(cfg.capacity.methods) * len(cfg.capacity.seeds)
         assert len(cfg.capacity.seeds) >= 3 and len(cfg.capacity.n_facts) >= 3
+    elif name == "two-by-two":  # both regimes on the RL task, one architecture
+        assert cfg.tasks["sft"] == cfg.tasks["rl"] and cfg.regimes == ["rl", "sft"] and len(cfg.models) == 1
+        assert not task_of(cfg.tasks["sft"]).stores_table
     elif name == "capacity":
         assert cfg.regimes == ["rl"] and len(cfg.capacity.n_facts) >= 2
         per_size = 2 * len(cfg.capacity.methods) * len(cfg.learning_rates["sft"].lora) * len(cfg.capacity.seeds)

@@ -85,3 +85,40 @@ def test_format_collapse_is_flagged_once_the_windowed_share_passes_the_level():
     collapsed = format_collapse([0.1, 0.2, 0.6, 0.9, 1.0], level=0.5, window=2)
     assert collapsed["flagged"] and collapsed["step"] == 3  # mean(0.6, 0.9) > 0.5; mean(0.2, 0.6) is not
     assert not format_collapse([0.9], level=0.5, window=2)["flagged"]  # fewer steps than the window
+
+
+def test_sft_on_the_rl_tasks_answers_lowers_their_nll(tmp_path):
+    """The 2x2's SFT cell on the learning task (config/experiments/two-by-two.yaml at smoke size):
+    tasks.sft is the RL task, the warm-start has no second format, and SFT on the train split's
+    correct answers lowers their NLL."""
+    from rankone import data
+    from rankone.config import validate
+    from rankone.models.build import build
+    from rankone.paths import Layout
+    from tests.conftest import smoke_dict
+
+    smoke = smoke_dict()
+    cfg = validate(
+        smoke_dict(
+            results_dir=str(tmp_path / "results"),
+            models=["llama-tiny"],
+            tasks={"rl": smoke["tasks"]["rl"], "sft": smoke["tasks"]["rl"]},
+            pretrain={**smoke["pretrain"], "sft_format_share": 0.0},
+            sft={**smoke["sft"], "steps": 12},
+            capacity=None,
+            levers=None,
+        )
+    )
+    at = Layout(cfg)
+    for regime in cfg.regimes:
+        data.build(cfg, regime, at.data(regime))
+    build(cfg, "llama-tiny", at.data_root, at.model("llama-tiny"))
+    run = RunId.parse("sft/llama-tiny/fullft/lr0.001/seed0")
+    TRAINERS["sft"](cfg, run, at.model(run.model), at.data("sft"), tmp_path / "run")
+    rows = read_split(at.data("sft"), "train")
+    assert rows[0]["prompt"] == read_split(at.data("rl"), "train")[0]["prompt"]  # the same problems
+    base, tokenizer = load_base(at.model(run.model))
+    trained, _ = load_policy(at.model(run.model), tmp_path / "run/weights", run.method)
+    before, tokens = answer_nll_nats(base, tokenizer, rows)
+    after, _ = answer_nll_nats(trained, tokenizer, rows)
+    assert after < before - 0.05 * tokens

@@ -40,3 +40,62 @@ def test_a_study_without_any_result_is_left_out(fresh_study, monkeypatch):
     monkeypatch.chdir(where)
     site = publish(where / "results", snakemake_report=False).read_text()
     assert "No study has results yet" in site and not (Layout(cfg).report / "index.html").exists()
+
+
+def test_regime_by_task_sorts_rank_one_rows_by_what_their_runs_learned(tmp_path):
+    """Hand-made published studies: `two-by-two` (RL and SFT on arithmetic), `default` (SFT on facts)
+    and `crossover` (a 64-key table size, both regimes on facts). Each rank-1 row lands in its cell of
+    the 2x2; the RL row says what it is about."""
+    import pandas as pd
+    import yaml
+
+    from rankone.publish import regime_by_task, regime_by_task_markdown, rank1_verdicts
+
+    arithmetic = {"name": "arithmetic", "params": {"max_operand": 9}}
+    facts = {"name": "facts", "params": {"n_facts": 64, "digits": 2}}
+
+    def study(name, tasks, verdicts, crossover=None):
+        data = tmp_path / name / "data"
+        data.mkdir(parents=True)
+        (tmp_path / name / "config.yaml").write_text(yaml.safe_dump({"tasks": tasks}))
+        if verdicts:
+            pd.DataFrame(verdicts).to_csv(data / "verdicts.csv", index=False)
+        if crossover:
+            pd.DataFrame(crossover).to_csv(data / "crossover.csv", index=False)
+        return {"experiment": name}
+
+    def row(regime, verdict, gap, about=""):
+        return {
+            "regime": regime,
+            "model": "llama-tiny",
+            "method": "lora-r1",
+            "rank": 1,
+            "metric": "score",
+            "verdict": verdict,
+            "gap": gap,
+            "ci_low": gap - 0.01,
+            "ci_high": gap + 0.01,
+            "seeds": 3,
+            "judged_on": "confirmation seeds",
+            "about": about,
+        }
+
+    entries = [
+        study(
+            "two-by-two",
+            {"rl": arithmetic, "sft": arithmetic},
+            [row("rl", "worse", -0.2, "learning"), row("sft", "parity", 0.0)],
+        ),
+        study("default", {"rl": arithmetic, "sft": facts}, [row("sft", "worse", -0.3)]),
+        study("crossover", {"rl": facts, "sft": facts}, [], [{**row("rl", "inconclusive", -0.1), "n_facts": 64}]),
+    ]
+    table = regime_by_task(tmp_path, rank1_verdicts(tmp_path, entries))
+    cells = {(r.task, r.regime, r.study): (r.verdict, r.about) for r in table.itertuples()}
+    assert cells == {
+        ("problems (arithmetic)", "RL", "two-by-two"): ("worse", "learning"),
+        ("problems (arithmetic)", "SFT", "two-by-two"): ("parity", ""),
+        ("a random table", "SFT", "default"): ("worse", ""),
+        ("a random table", "RL", "crossover"): ("inconclusive", ""),
+    }
+    text = "\n".join(regime_by_task_markdown(table))
+    assert text.count("\n| problems") == 2 and text.count("\n| a random table") == 2 and "(none published)" not in text

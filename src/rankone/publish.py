@@ -351,6 +351,7 @@ def rank1_verdicts(reports_root: Path, entries: list[dict]) -> pd.DataFrame:
                         "ci_high": r.ci_high,
                         "seeds": int(r.seeds),
                         "exploratory": getattr(r, "judged_on", "") == "sweep seeds",
+                        "about": r.about if isinstance(getattr(r, "about", None), str) else "",
                     }
                 )
     table = pd.DataFrame(rows)
@@ -361,6 +362,70 @@ def rank1_verdicts(reports_root: Path, entries: list[dict]) -> pd.DataFrame:
         common = once.groupby("regime").verdict.agg(lambda v: v.mode().iloc[0])
         table["differs"] = table.verdict != table.regime.map(common)
     return table
+
+
+def task_kind(reports_root: Path, study: str, regime: str, part: str) -> str:
+    """What a rank-1 row's runs learned: "a random table" (a task that stores a table of random
+    facts, as every capacity or crossover table size does) or "problems (<task>)" (a task with a
+    rule to learn), from the study's published config."""
+    from rankone.config import TaskConfig
+    from rankone.tasks import task_of
+
+    if part != "study":
+        return "a random table"
+    published = load_yaml(Path(reports_root) / study / "config.yaml")
+    task = TaskConfig.model_validate(published["tasks"][regime.lower()])
+    return "a random table" if task_of(task).stores_table else f"problems ({task.name})"
+
+
+def regime_by_task(reports_root: Path, table: pd.DataFrame) -> pd.DataFrame:
+    """The 2x2 (RL and SFT, each on problems with a rule to learn and on a random table): the rank-1
+    rows of `rank1_verdicts` by the kind of task their runs learned, each set of runs once."""
+    if not len(table):
+        return table
+    once = table[table.same_as == ""]
+    kinds = [task_kind(reports_root, r.study, r.regime, r.part) for r in once.itertuples()]
+    out = once.assign(task=kinds)
+    return out.sort_values(["task", "regime", "model"], kind="stable").reset_index(drop=True)
+
+
+REGIME_BY_TASK_WORDS = (
+    "Rank 1 against FullFT by regime and by what the runs had to learn: problems with a rule (the RL "
+    "task; SFT on its correct answers in `two-by-two`) or a random table (SFT's facts; RL's in a "
+    "crossover's table sizes), each set of runs once. `about`: what the RL verdict is about "
+    "(learning or sharpening, from the study's sharpening profile; blank where the study predates it). "
+    "A cell with no row has no published study yet."
+)
+
+
+def regime_by_task_markdown(table: pd.DataFrame) -> list[str]:
+    if not len(table):
+        return []
+    lines = [
+        "## Regime by task",
+        "",
+        REGIME_BY_TASK_WORDS,
+        "",
+        "| task | regime | study | part | model | verdict | gap [95% CI] | seeds | about |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for kind in ("problems", "a random table"):
+        for regime in ("RL", "SFT"):
+            rows = table[table.task.str.startswith(kind) & (table.regime == regime)]
+            if not len(rows):
+                lines.append(f"| {kind} | {regime} | (none published) | | | | | | |")
+            for r in rows.itertuples():
+                lines.append(
+                    f"| {r.task} | {r.regime} | {r.study} | {r.part} | {r.model} | {r.verdict} | {_gap(r)} | "
+                    f"{r.seeds} | {r.about} |"
+                )
+    return [*lines, ""]
+
+
+def load_yaml(path: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load(path.read_text())
 
 
 def same_runs(table: pd.DataFrame) -> pd.Series:
@@ -404,7 +469,20 @@ def _rank1_html(table: pd.DataFrame) -> str:
     )
 
 
+def _regime_by_task_html(table: pd.DataFrame) -> str:
+    if not len(table):
+        return ""
+    shown = table.assign(gap=[_gap(r) for r in table.itertuples()])
+    columns = ["task", "regime", "study", "part", "model", "verdict", "gap", "seeds", "about"]
+    return (
+        "<h2>Regime by task</h2>"
+        + render.block(REGIME_BY_TASK_WORDS)
+        + render.block(shown[columns].rename(columns={"gap": "gap [95% CI]"}))
+    )
+
+
 def site_index(entries: list[dict], reports_root: Path = Path("reports")) -> str:
+    table = rank1_verdicts(reports_root, entries)
     rows = "".join(
         f"<tr><td style='text-align:left'><a href='{html.escape(e['experiment'])}/index.html'>"
         f"{html.escape(e['experiment'])}</a></td><td style='text-align:left'>{html.escape(e['headline'])}</td>"
@@ -419,7 +497,8 @@ def site_index(entries: list[dict], reports_root: Path = Path("reports")) -> str
         "<table><tr><th>study</th><th style='text-align:left'>headline</th><th>commit</th><th>finished</th>"
         f"<th>wall time</th><th>runs complete</th></tr>{rows}</table>"
         + ("" if entries else "<p>No study has results yet.</p>")
-        + _rank1_html(rank1_verdicts(reports_root, entries))
+        + _rank1_html(table)
+        + _regime_by_task_html(regime_by_task(reports_root, table))
     )
     return render.page("rankone: published studies", body, "index.html")
 
@@ -455,7 +534,7 @@ def findings_markdown(reports_root: Path = Path("reports")) -> str:
                 f"| {r.study} | {r.part} | {r.regime} | {r.model} | {r.rank} | {verdict} | {_gap(r)} | {r.seeds} "
                 f"| {'; '.join(notes)} |"
             )
-        out.append("")
+        out += ["", *regime_by_task_markdown(regime_by_task(reports_root, table))]
     for e in entries:
         data = Path(reports_root) / e["experiment"] / "data"
         out += [
