@@ -14,7 +14,9 @@ from tests.conftest import ROOT, smoke_dict
 
 def test_shipped_configs_are_valid():
     default = load(ROOT / "config" / "default.yaml")
-    assert len(default.runs()) == 2 * 2 * 5 * 3 * 3  # models x regimes x methods (with temperature) x lrs x seeds
+    # models x regimes x methods x lrs x seeds, and the learned temperature in RL alone
+    assert len(default.runs()) == 2 * 2 * 4 * 3 * 3 + 2 * 3 * 3
+    assert {r.regime for r in default.runs() if r.method == "temperature"} == {"rl"}
     assert len(default.confirmation.seeds["rl"]) >= 10  # the RL verdicts' seeds (MLPerf asks 10 runs)
     smoke = load(ROOT / "config" / "smoke.yaml")
     assert {r.regime for r in smoke.runs()} == {"rl", "sft"}

@@ -167,6 +167,10 @@ def test_learned_temperature_needs_its_own_grid():
     grids = {g: {"fullft": [1e-3], "lora": [1e-2], "temperature": [0.1]} for g in ("rl", "sft")}
     cfg = validate(smoke_dict(methods=["fullft", "temperature"], levers=None, learning_rates=grids))
     assert [r.lr for r in cfg.runs() if r.method == "temperature"][0] == 0.1
+    rl_only = {"rl": grids["rl"], "sft": {"fullft": [1e-3], "lora": [1e-2]}}
+    cfg = validate(smoke_dict(methods=["fullft", "temperature"], levers=None, learning_rates=rl_only))
+    assert {r.regime for r in cfg.runs() if r.method == "temperature"} == {"rl"}  # runs where its grid is
+    assert cfg.regime_methods("sft") == ["fullft"] and cfg.regime_methods("rl") == ["fullft", "temperature"]
     assert method_kind("temperature") == "temperature" and method_label("temperature") == "learned temperature"
     assert sorted(["fullft", "tinylora-u1", "temperature"], key=method_position)[0] == "temperature"
 

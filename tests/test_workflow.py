@@ -54,7 +54,7 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
     assert set(verdicts[verdicts.regime == "sft"].about) == {"not measured"}
     assert {"p_equivalence", "p_difference", "p_equivalence_adjusted", "family"} <= set(verdicts.columns)
     assert set(verdicts[verdicts.family == "primary"].method) == {"lora-r1"}
-    pairs = len(cfg.regimes) * len(cfg.models) * (len(cfg.methods) - 1)
+    pairs = sum(len(cfg.models) * (len(cfg.regime_methods(g)) - 1) for g in cfg.regimes)
     assert len(verdicts) == 2 * pairs  # the score and greedy accuracy
     assert set(verdicts.metric) == {"score", "greedy_accuracy"}
     assert (pd.read_csv(smoke / at.table("plateau.csv")).method == "fullft").sum() == len(cfg.models)
@@ -63,12 +63,12 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
     sharp = pd.read_csv(smoke / at.table("sharpening.csv"))
     for model in cfg.models:
         rows = sharp[sharp.model == model].set_index("method")
-        assert {"base", "control: base at best temperature", *cfg.methods} == set(rows.index)
+        assert {"base", "control: base at best temperature", *cfg.regime_methods("rl")} == set(rows.index)
         assert rows.loc["control: base at best temperature", "temperature"] in cfg.sharpening.temperatures
         assert rows[[f"pass_at_{k}" for k in cfg.sharpening.pass_at]].diff(axis=1).iloc[:, 1:].ge(0).all().all()
         summary = read_json(smoke / at.rollouts(model) / "summary.json")["sharpening"]
         assert summary["temperatures"]["1"]["test"]["prompts"] == cfg.tasks["rl"].params["n_test"]
-        contenders = [m for m in cfg.methods if m != "temperature"]
+        contenders = [m for m in cfg.regime_methods("rl") if m != "temperature"]
         assert set(rows.loc[contenders, "reads"]) <= {"learning", "sharpening", "no gain", "one seed"}
         assert rows.loc["temperature", "reads"] == "control"
         assert (

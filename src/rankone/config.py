@@ -286,7 +286,9 @@ class LRGrid(Strict):
         None, description="Learning rates for every TinyLoRA size (needed when a tinylora-u<u> method is listed)."
     )
     temperature: list[float] | None = Field(
-        None, description="Learning rates for the learned temperature (needed when the temperature method is listed)."
+        None,
+        description="Learning rates for the learned temperature; the temperature method runs in each regime "
+        "whose grid lists them (at least one, when it is listed).",
     )
 
     @field_validator("fullft", "lora", "tinylora", "temperature")
@@ -744,12 +746,13 @@ class StudyConfig(Grid):
                 raise ValueError(f"methods {tiny} need learning_rates.<regime>.tinylora (missing for {missing})")
             if self.rollout.engine == "vllm":
                 raise ValueError(f"methods {tiny}: rollout.engine 'vllm' cannot serve TinyLoRA adapters; use 'hf'")
-        if "temperature" in self.methods:
-            missing = [g for g, grid in self.learning_rates.items() if grid.temperature is None]
-            if missing:
-                raise ValueError(
-                    f"method temperature needs learning_rates.<regime>.temperature (missing for {missing})"
-                )
+        if "temperature" in self.methods and all(
+            self.learning_rates[g].temperature is None for g in self.regimes if g in self.learning_rates
+        ):
+            raise ValueError(
+                "method temperature needs learning_rates.<regime>.temperature in some regime (it runs in each "
+                "regime whose grid lists its learning rates)"
+            )
         if self.capacity:
             self._check_capacity()
         if self.truncation and ("rl" not in self.regimes or "fullft" not in self.methods):
@@ -914,10 +917,15 @@ class StudyConfig(Grid):
             RunId(regime, model, method, lr, seed)
             for regime in self.regimes
             for model in self.models
-            for method in self.methods
+            for method in self.regime_methods(regime)
             for lr in (self.lr_grid(regime, method) if not self._chosen else [self._chosen[(regime, model, method)]])
             for seed in self.seeds
         ]
+
+    def regime_methods(self, regime: str) -> list[str]:
+        """The methods that run in `regime`: every one, but the learned temperature only where the
+        regime's grid lists learning rates for it."""
+        return [m for m in self.methods if self.lr_grid(regime, m) is not None]
 
     def select(self, text: str) -> list[RunId]:
         """The runs a CLI argument names: one run (.../seed<seed>) or every seed of a cell (.../lr<lr>)."""

@@ -345,9 +345,11 @@ def plan(cfg: StudyConfig) -> list[Estimate]:
 
     out = []
     runs = cfg.runs()
-    confirm = sum(len(cfg.confirmation.seeds.get(g, [])) for g in cfg.confirmed_regimes()) if cfg.confirmation else 0
     for model in cfg.models:
         for method in cfg.methods:
+            confirm = sum(
+                len(cfg.confirmation.seeds[g]) for g in cfg.confirmed_regimes() if method in cfg.regime_methods(g)
+            )
             for stage in ("train", "evaluate"):
                 e = estimate(cfg, stage, model, method)
                 e.jobs = sum(1 for r in runs if r.model == model and r.method == method) + confirm
