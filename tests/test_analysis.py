@@ -668,3 +668,11 @@ def test_verdicts_pool_each_models_base_model_replicas(tmp_path):
     assert r4.base_share > 0.95 and r4.two_level_low < -0.05 and r4.two_level_high > 0.05
     # the t interval over 3 base-model means: df 2, half-width t(0.975, 2) * sd / sqrt(3)
     assert r4.ci_high - r4.ci_low == pytest.approx(2 * t_multiplier(3, 0.95) * 0.1 / math.sqrt(3))
+    assert set(table.about) == {"not measured"}
+    # the precondition: a pool is about its weakest replica; one whose FullFT gained nothing stops it
+    learned = {("rl", m): "learning" for m in ("llama-tiny", "llama-tiny@1", "llama-tiny@2")}
+    assert set(pooled(cfg, judged, best, learned).about) == {"learning"}
+    mixed = learned | {("rl", "llama-tiny@1"): "sharpening"}
+    assert set(pooled(cfg, judged, best, mixed).about) == {"sharpening"}
+    stopped = pooled(cfg, judged, best, learned | {("rl", "llama-tiny@2"): "not judged"})
+    assert set(stopped.verdict) == {"not judged"} and stopped.p_equivalence.isna().all()

@@ -429,15 +429,19 @@ def not_judged(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def pooled(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+def pooled(
+    cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, regimes: dict[tuple[str, str], str] | None = None
+) -> pd.DataFrame:
     """Verdicts across base models (pooled.csv): for each model with replicas in the study ("<model>@<k>",
     each its own warm-start), each method against FullFT pooled over the replicas. Each replica's gaps
     are paired by seed at that replica's best lrs; the verdict (`compare`, `judge`) is taken on the
     replicas' mean gaps, so its t interval has one degree of freedom per base model but one (the base
     model is the unit a rerun on another base model samples). Beside it: `two_level_low/high`, the
     two-level bootstrap (base model, then seed: `two_level`), and `base_share`, the share of the gaps'
-    variance that comes from the base model (`base_share`). Corrected like verdicts.csv (its own
-    families). Empty where no model has a replica."""
+    variance that comes from the base model (`base_share`). `about` is the weakest of the replicas'
+    readings (`regimes`, as in `verdicts`): a pool with a replica whose FullFT gained nothing is
+    `not judged`. Corrected like verdicts.csv (its own families). Empty where no model has a replica."""
+    regimes = regimes or {}
     replicas: dict[str, list[str]] = {}
     for m in cfg.models:
         replicas.setdefault(architecture_of(m), []).append(m)
@@ -469,12 +473,21 @@ def pooled(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataF
                             "two_level_low": low,
                             "two_level_high": high,
                             "base_share": base_share(gaps),
+                            "about": weakest(regimes.get((regime, m), NOT_MEASURED) for m in members),
                         }
                     )
     table = pd.DataFrame(out)
     if not len(table):
         return table
-    return corrected(table, cfg.analysis.confidence, family(table))
+    return corrected(not_judged(table), cfg.analysis.confidence, family(table))
+
+
+# What a pool of verdicts is about: its weakest member's reading, in this order.
+READINGS = ("not judged", "one seed", "not measured", "sharpening", "learning")
+
+
+def weakest(readings) -> str:
+    return min(readings, key=READINGS.index)
 
 
 def replica_gaps(cell: pd.DataFrame, members: list[str], method: str, column: str) -> pd.DataFrame:
@@ -1022,7 +1035,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         "layers.csv": layers(cfg, judged, best),
         "plateau.csv": plateau(cfg, curves, best),
         "sharpening.csv": sharp,
-        "pooled.csv": pooled(cfg, judged, best),
+        "pooled.csv": pooled(cfg, judged, best, about(sharp)),
     }
     at.write_tables(table)
     write_json(

@@ -431,7 +431,8 @@ RULE_WORDS = (
 def pooled_blocks(pooled: pd.DataFrame, confidence: float) -> list:
     """The verdicts pooled over each model's base-model replicas (analysis.pooled), in words and as a table."""
     words = [
-        f"**{NAMES[r.regime]} · {r.model}**, {r.base_models} base models ({r.runs} paired runs): "
+        f"**{NAMES[r.regime]} · {r.model}**, {r.base_models} base models ({r.runs} paired runs; about "
+        f"{getattr(r, 'about', '') or 'not measured'}): "
         f"{verdict_phrase(r)}; two-level bootstrap [{r.two_level_low:+.3f}, {r.two_level_high:+.3f}]; "
         + (
             f"{r.base_share:.0%} of the gaps' variance comes from the base model."
