@@ -565,6 +565,12 @@ def test_verdicts_of_a_regime_whose_fullft_gained_nothing_are_not_judged(tmp_pat
     assert table.loc[("qwen3-tiny", "score"), "family_size"] == 1  # the judged primary comparison alone
     assert set(table.loc["qwen3-tiny", "about"]) == {"learning"}
     assert set(verdicts(cfg, judged, best).about) == {"not measured"}
+    from rankone.report import findings
+
+    answer = findings(stability(table.reset_index(), pd.DataFrame()), pd.DataFrame())
+    llama, qwen = (next(line for line in answer if f"· {m}**" in line) for m in ("llama-tiny", "qwen3-tiny"))
+    assert "not judged: FullFT gained nothing over the base" in llama and "Greedy accuracy" not in llama
+    assert "rank 1 is worse than FullFT" in qwen
 
 
 def test_rejudging_a_published_interval_recovers_the_p_values_exactly():

@@ -49,6 +49,9 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
             assert sub.regimes == ["rl", "sft"] and sub.tasks["rl"] == sub.tasks["sft"]
             assert len(sub.runs()) == 2 * len(cfg.capacity.methods) * len(cfg.capacity.seeds)
         assert len(cfg.capacity.seeds) >= 3 and len(cfg.capacity.n_facts) >= 3
+    elif name == "learning-pilot":  # a weaker base than the default's, longer RL, the controls in the grid
+        assert cfg.pretrain.steps < default["pretrain"]["steps"] and cfg.rl.steps > default["rl"]["steps"]
+        assert "temperature" in cfg.regime_methods("rl") and cfg.regimes == ["rl"]
     elif name == "two-by-two":  # both regimes on the RL task, one architecture
         assert cfg.tasks["sft"] == cfg.tasks["rl"] and cfg.regimes == ["rl", "sft"] and len(cfg.models) == 1
         assert not task_of(cfg.tasks["sft"]).stores_table

@@ -472,7 +472,7 @@ def verdict_phrase(r) -> str:
     if r.verdict == "diverged":
         return f"{method_label(r.method)}: a run diverged, no verdict"
     if r.verdict == "not judged":
-        return f"{method_label(r.method)} is not judged ({_ci(r)}): {r.reason}"
+        return f"{method_label(r.method)} is not judged ({_ci(r)}): FullFT gained nothing over the base"
     if r.reason == "underpowered":
         need = "more than 1,000" if r.seeds_to_decide == math.inf else f"about {r.seeds_to_decide:.0f}"
         return (
@@ -690,11 +690,17 @@ def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame, judged: pd.DataFrame
         sentence = (
             f"**{NAMES[regime]} · {model}** ({SCORE_LABELS[regime]} on test, {first.seeds} "
             f"seed{'' if first.seeds == 1 else 's'}, "
-            f"margin ±{first.margin:g}): "
-            + (EXPLORATORY if getattr(first, "judged_on", "") == "sweep seeds" else "")
-            + "; ".join(verdict_phrase(r) for r in g.itertuples())
-            + "."
+            f"margin ±{first.margin:g}): " + (EXPLORATORY if getattr(first, "judged_on", "") == "sweep seeds" else "")
         )
+        if (g.verdict == "not judged").all():  # the precondition failed: one clause for the model, no greedy line
+            out.append(
+                sentence + "not judged: FullFT gained nothing over the base on test (sharpening.csv), so there is no "
+                "learning to match ("
+                + ", ".join(f"{method_label(r.method)} {r.gap:+.3f}" for r in g.itertuples())
+                + ")."
+            )
+            continue
+        sentence += "; ".join(verdict_phrase(r) for r in g.itertuples()) + "."
         greedy = by_method(
             verdicts[(verdicts.regime == regime) & (verdicts.model == model) & (verdicts.metric == "greedy_accuracy")]
         )
