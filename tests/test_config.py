@@ -337,3 +337,10 @@ def test_loading_a_config_imports_nothing_else_of_rankone_and_writes_no_file(tmp
     assert out.stdout.strip() == "['rankone', 'rankone.config']"
     checks.load(cfg)
     assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "config" / "pilots").glob("*.yaml")), ids=lambda p: p.stem)
+def test_pilot_configs_layer_over_the_default_as_their_own_rl_experiments(path):
+    default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
+    cfg = validate(layer(default, yaml.safe_load(path.read_text())))
+    assert cfg.experiment.startswith("pilot-") and cfg.regimes == ["rl"] and cfg.confirmation is None
