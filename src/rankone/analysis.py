@@ -345,12 +345,16 @@ def margin_of(cfg: StudyConfig, regime: str, metric: str) -> float:
     return cfg.analysis.parity_threshold[regime] if metric == "score" else cfg.analysis.greedy_margin
 
 
+def paired_gaps(mine: pd.Series, base: pd.Series) -> dict:
+    """`mine` minus `base` (values indexed by seed) for each seed both have, in seed order."""
+    return {s: float(mine[s] - base[s]) for s in sorted(set(mine.index) & set(base.index))}
+
+
 def compare(mine: pd.Series, base: pd.Series, margin: float, confidence: float) -> dict:
     """`mine` against `base` (values indexed by seed), paired by seed: the mean gap, its interval,
     the two tests' p-values and the verdict against `margin` (uncorrected for multiplicity: see
     `corrected`) with its reason and the seeds that would decide."""
-    seeds = sorted(set(mine.index) & set(base.index))
-    gaps = [float(mine[s] - base[s]) for s in seeds]
+    gaps = list(paired_gaps(mine, base).values())
     mean, low, high = interval(gaps, confidence) if gaps else (math.nan,) * 3
     p_equivalence, p_difference = p_values(gaps, margin)
     result, why = judge(mean, (high - low) / 2, p_equivalence, p_difference, margin, confidence)
@@ -359,7 +363,7 @@ def compare(mine: pd.Series, base: pd.Series, margin: float, confidence: float) 
         "ci_low": low,
         "ci_high": high,
         "half_width": (high - low) / 2,
-        "seeds": len(seeds),
+        "seeds": len(gaps),
         "margin": margin,
         "p_equivalence": p_equivalence,
         "p_difference": p_difference,
@@ -482,25 +486,15 @@ def pooled(
     return corrected(not_judged(table), cfg.analysis.confidence, family(table))
 
 
-# What a pool of verdicts is about: its weakest member's reading, in this order.
-READINGS = ("not judged", "one seed", "not measured", "sharpening", "learning")
-
-
-def weakest(readings) -> str:
-    return min(readings, key=READINGS.index)
-
-
 def replica_gaps(cell: pd.DataFrame, members: list[str], method: str, column: str) -> pd.DataFrame:
     """`method`'s paired gaps to FullFT on `column`, one row per (replica `base`, seed)."""
+    if column not in cell:
+        return pd.DataFrame(columns=["base", "seed", "gap"])
     rows = []
     for model in members:
-        here = cell[cell.model == model]
-        full = here[here.method == "fullft"].set_index("seed")
-        mine = here[here.method == method].set_index("seed")
-        if column not in here:
-            continue
-        for seed in sorted(set(full.index) & set(mine.index)):
-            rows.append({"base": model, "seed": seed, "gap": float(mine.at[seed, column] - full.at[seed, column])})
+        here = cell[cell.model == model].set_index("seed")
+        gaps = paired_gaps(here[here.method == method][column], here[here.method == "fullft"][column])
+        rows += [{"base": model, "seed": seed, "gap": gap} for seed, gap in gaps.items()]
     return pd.DataFrame(rows, columns=["base", "seed", "gap"])
 
 
@@ -731,6 +725,12 @@ def reads(row: dict) -> str:
 # gained nothing over the base cannot judge the weaker ones (`not judged`).
 ABOUT = {"learning": "learning", "sharpening": "sharpening", "no gain": "not judged", "one seed": "one seed"}
 NOT_MEASURED = "not measured"  # SFT, or RL with no FullFT profile
+# What a pool of verdicts is about: its weakest member's reading, in this order.
+READINGS = ("not judged", "one seed", NOT_MEASURED, "sharpening", "learning")
+
+
+def weakest(readings) -> str:
+    return min(readings, key=READINGS.index)
 
 
 def about(sharp: pd.DataFrame) -> dict[tuple[str, str], str]:
@@ -1020,13 +1020,14 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         judged = pd.concat([_without(runs, confirmed), *(p[0] for p in parts)], ignore_index=True)
         judged_checkpoints = pd.concat([_without(checkpoints, confirmed), *(p[2] for p in parts)], ignore_index=True)
     sharp = sharpening(cfg, judged, best, at)
-    steps = trajectory(cfg, judged_checkpoints, best, about(sharp))
+    regimes = about(sharp)
+    steps = trajectory(cfg, judged_checkpoints, best, regimes)
     table = {
         "runs.csv": runs,
         **({"confirm_runs.csv": judged[judged.regime.isin(confirmed)]} if confirmed else {}),
         "curves.csv": curves,
         "checkpoints.csv": judged_checkpoints,
-        "verdicts.csv": judged_on(stability(verdicts(cfg, judged, best, about(sharp)), steps), confirmed),
+        "verdicts.csv": judged_on(stability(verdicts(cfg, judged, best, regimes), steps), confirmed),
         "trajectory.csv": steps,
         "information.csv": information(cfg, runs, best, at),
         "lr_vs_rank.csv": lr_vs_rank(best),
@@ -1035,7 +1036,7 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         "layers.csv": layers(cfg, judged, best),
         "plateau.csv": plateau(cfg, curves, best),
         "sharpening.csv": sharp,
-        "pooled.csv": pooled(cfg, judged, best, about(sharp)),
+        "pooled.csv": pooled(cfg, judged, best, regimes),
     }
     at.write_tables(table)
     write_json(

@@ -368,12 +368,12 @@ def task_kind(reports_root: Path, study: str, regime: str, part: str) -> str:
     """What a rank-1 row's runs learned: "a random table" (a task that stores a table of random
     facts, as every capacity or crossover table size does) or "problems (<task>)" (a task with a
     rule to learn), from the study's published config."""
-    from rankone.config import TaskConfig
+    from rankone.config import TaskConfig, read_yaml
     from rankone.tasks import task_of
 
     if part != "study":
         return "a random table"
-    published = load_yaml(Path(reports_root) / study / "config.yaml")
+    published = read_yaml(Path(reports_root) / study / "config.yaml")
     task = TaskConfig.model_validate(published["tasks"][regime.lower()])
     return "a random table" if task_of(task).stores_table else f"problems ({task.name})"
 
@@ -420,12 +420,6 @@ def regime_by_task_markdown(table: pd.DataFrame) -> list[str]:
                     f"{r.seeds} | {r.about} |"
                 )
     return [*lines, ""]
-
-
-def load_yaml(path: Path) -> dict:
-    import yaml
-
-    return yaml.safe_load(path.read_text())
 
 
 def same_runs(table: pd.DataFrame) -> pd.Series:

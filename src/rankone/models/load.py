@@ -75,11 +75,11 @@ def plain_state(model) -> dict[str, torch.Tensor] | None:
         return None
     state = model.state_dict()
     for prefix, module in model.named_modules():
+        at = f"{prefix}." if prefix else ""
         for name in getattr(module, "parametrizations", {}):
-            key = f"{prefix}.{name}" if prefix else name
-            for stale in [k for k in state if k.startswith(f"{key.rsplit('.', 1)[0]}.parametrizations.{name}.")]:
+            for stale in [k for k in state if k.startswith(f"{at}parametrizations.{name}.")]:
                 del state[stale]
-            state[key] = getattr(module, name).detach()
+            state[f"{at}{name}"] = getattr(module, name).detach()
     return state
 
 
