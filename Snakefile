@@ -1,5 +1,6 @@
 # rankone: how much adapter capacity does RL need? The DAG, stage by stage:
-# data -> models -> rollouts -> train -> evaluate -> select -> (confirm: train, evaluate) -> analysis
+# data -> models -> rollouts -> train -> evaluate -> select (-> extend: train, evaluate past a grid's
+# edge -> select again) -> (confirm: train, evaluate) -> analysis
 # (+ updates, capacity, truncation, levers) -> report
 from snakemake.utils import min_version, validate
 
@@ -26,6 +27,7 @@ include: "workflow/rules/rollouts.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/extend.smk"
 include: "workflow/rules/confirm.smk"
 include: "workflow/rules/updates.smk"
 include: "workflow/rules/capacity.smk"

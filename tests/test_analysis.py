@@ -64,6 +64,22 @@ def test_best_lr_at_the_grid_edge_is_flagged_with_its_side():
     best = best_learning_rates(table).set_index("method")
     assert best.edge.to_dict() == {"fullft": "high", "lora-r1": "low", "lora-r4": ""}
     assert best.at_grid_edge.to_dict() == {"fullft": True, "lora-r1": True, "lora-r4": False}
+    # the edge extension's next lr: that edge's spacing continued outward; none inside the grid
+    assert best.next_lr.fillna(0).to_dict() == {"fullft": 1.0, "lora-r1": 1e-4, "lora-r4": 0}
+
+
+def test_the_edge_extension_continues_the_spacing_at_the_edge_it_reaches():
+    """An uneven grid (an earlier extension): the step past an edge is the ratio at that edge, 3 sig. digits;
+    a method with one lr has no edge (nothing to extend)."""
+    table = runs(
+        [("rl", "m", "fullft", lr, 0, "completed", lr) for lr in (1e-4, 3e-4, 6e-4)]
+        + [("rl", "m", "lora-r1", lr, 0, "completed", -lr) for lr in (3e-4, 1e-3, 2e-3)]
+        + [("rl", "m", "temperature", 0.01, 0, "completed", 0.5)]
+    )
+    best = best_learning_rates(table).set_index("method")
+    assert best.edge.to_dict() == {"fullft": "high", "lora-r1": "low", "temperature": ""}
+    assert best.next_lr.loc["fullft"] == 0.0012 and best.next_lr.loc["lora-r1"] == 9e-5
+    assert math.isnan(best.next_lr.loc["temperature"])
 
 
 MARGIN = 0.05

@@ -100,6 +100,8 @@ BAD = [
     ({"seeds": [0, 0]}, "duplicate seeds"),
     ({"methods": ["fullft", "fullft"]}, "duplicate methods"),
     ({"pretrain": {"corruption": 1.5}}, "pretrain.corruption"),
+    ({"pretrain": {"models": {"qwen3-tiny": {"corruption": 1.5}}}}, "pretrain.models.qwen3-tiny.corruption"),
+    ({"pretrain": {"models": {"qwen3-tiny@1": {"steps": 9}}}}, "'qwen3-tiny@1' is a replica"),
     ({"experiment": "has space"}, "experiment"),
     ({"sft": {"steps": 0}}, "sft.steps"),
     (
@@ -344,3 +346,23 @@ def test_pilot_configs_layer_over_the_default_as_their_own_rl_experiments(path):
     default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
     cfg = validate(layer(default, yaml.safe_load(path.read_text())))
     assert cfg.experiment.startswith("pilot-") and cfg.regimes == ["rl"] and cfg.confirmation is None
+
+
+def test_pretrain_overrides_apply_per_model_and_to_its_replicas():
+    """pretrain.models: one model's warm-start differs, a replica takes its model's, the rest keep the section's."""
+    data = yaml.safe_load((ROOT / "config/default.yaml").read_text())
+    data["pretrain"]["models"] = {"qwen3-tiny": {"steps": 1500, "corruption": 0.25}, "not-listed": {"steps": 7}}
+    cfg = validate(data)
+    qwen, replica, llama = (cfg.pretrain.of(m) for m in ("qwen3-tiny", "qwen3-tiny@2", "llama-tiny"))
+    assert (qwen.steps, qwen.corruption, qwen.lr) == (1500, 0.25, cfg.pretrain.lr)
+    assert replica == qwen and (llama.steps, llama.corruption) == (cfg.pretrain.steps, cfg.pretrain.corruption)
+
+
+def test_an_extension_round_runs_only_its_lrs_on_the_sweeps_seeds():
+    cfg = load(ROOT / "config/smoke.yaml")
+    rounds = cfg.extension_study({("rl", "qwen3-tiny", "lora-r1"): 0.0333})
+    assert [r.path for r in rounds.runs()] == [f"rl/qwen3-tiny/lora-r1/lr0.0333/seed{s}" for s in cfg.seeds]
+    assert rounds.select("rl/qwen3-tiny/lora-r1/lr0.0333") == rounds.runs()
+    assert cfg.extension_study({}).runs() == []  # no edge: a round without runs, not the grid
+    with pytest.raises(ConfigError, match="extension of rl/mystery/lora-r1: not a method of the sweep"):
+        cfg.extension_study({("rl", "mystery", "lora-r1"): 0.1})

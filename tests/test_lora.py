@@ -197,3 +197,33 @@ def test_a_replica_is_another_warm_start_of_the_same_preset(study, tmp_path):
     assert json.loads((own / "config.json").read_text()) == json.loads((other / "config.json").read_text())
     a, b = load_file(own / "model.safetensors"), load_file(other / "model.safetensors")
     assert set(a) == set(b) and not any(torch.equal(a[k], b[k]) for k in a if k.endswith("proj.weight"))
+
+
+def test_the_majority_control_is_fullft_rl_rewarded_for_agreeing_with_its_group(study, tmp_path):
+    """method majority: FullFT's weights and lr grid, RL only, trained on agreement with the group's majority
+    answer (train_reward), while the logged reward stays the task's checker."""
+    from rankone.config import RunId, method_kind, method_label, method_position
+    from rankone.io import read_json, read_jsonl
+    from rankone.train import TRAINERS
+
+    cfg, at = study
+    run = RunId.parse("rl/llama-tiny/majority/lr0.001/seed0")
+    info = TRAINERS["rl"](cfg, run, at.model(run.model), at.data("rl"), tmp_path / "run")
+    base = read_json(at.model(run.model) / "rankone.json")
+    assert info["status"] == "completed" and info["trainable_parameters"] == base["parameters"]  # every weight
+    steps = read_jsonl(tmp_path / "run/metrics.jsonl")
+    # a group of G always has a majority of at least 1/G of its parseable samples: agreement is not the checker
+    assert any(s["train_reward"] != s["reward"] for s in steps)
+    assert all(s["train_reward"] >= 1 / cfg.rl.group_size * (1 - s["unparseable_share"]) - 1e-9 for s in steps)
+    with_control = validate(smoke_dict(methods=["fullft", "majority"], levers=None))
+    assert with_control.regime_methods("rl") == ["fullft", "majority"] and with_control.regime_methods("sft") == [
+        "fullft"
+    ]
+    assert with_control.lr_grid("rl", "majority") == with_control.lr_grid("rl", "fullft")
+    assert method_kind("majority") == "fullft" and method_label("majority") == "majority-vote reward"
+    assert sorted(["fullft", "temperature", "majority", "lora-r1"], key=method_position) == [
+        "majority",
+        "temperature",
+        "lora-r1",
+        "fullft",
+    ]

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from rankone.analysis import chosen
-from rankone.config import load, tail_steps
+from rankone.config import CONTROL_METHODS, load, tail_steps
 from rankone.io import read_json, read_jsonl
 from rankone.paths import Layout
 from tests.conftest import ROOT, copy_workflow, finished_study, snakemake, started, study_copy, venv_env
@@ -39,7 +39,18 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
     cfg = load(smoke / "config/smoke.yaml")
     at = Layout(cfg)
     runs = pd.read_csv(smoke / at.table("runs.csv"))
-    assert len(runs) == len(cfg.runs())
+    # the sweep's runs and its edge-extension round's: every method whose best lr after the sweep was on an
+    # edge (the learned temperature's two-point grid always is) ran the next lr past it on the sweep's seeds
+    after_sweep = pd.read_csv(smoke / at.select_round(0)).set_index(["regime", "model", "method"])
+    extended = after_sweep[after_sweep.next_lr.notna()]
+    assert len(extended) >= len(cfg.models) and set(extended.edge) <= {"low", "high"}
+    assert len(runs) == len(cfg.runs()) + len(extended) * len(cfg.seeds)
+    for (regime, model, method), row in extended.iterrows():
+        tried = runs[(runs.regime == regime) & (runs.model == model) & (runs.method == method)]
+        assert row.next_lr in set(tried.lr) and row.next_lr not in cfg.lr_grid(regime, method)
+        assert (smoke / at.extension(1).evaluation(regime, model, method)).is_file()
+    final = pd.read_csv(smoke / at.table("best_lr.csv")).set_index(["regime", "model", "method"])
+    assert (final.extended == final.index.map(lambda k: int(k in extended.index))).all()
     assert (runs.status == "completed").all()
     for column in ("val_score", "test_score", "val_greedy_accuracy", "test_pass_at_1", "trainable_parameters"):
         assert runs[column].map(math.isfinite).all(), column
@@ -68,12 +79,15 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
         assert rows[[f"pass_at_{k}" for k in cfg.sharpening.pass_at]].diff(axis=1).iloc[:, 1:].ge(0).all().all()
         summary = read_json(smoke / at.rollouts(model) / "summary.json")["sharpening"]
         assert summary["temperatures"]["1"]["test"]["prompts"] == cfg.tasks["rl"].params["n_test"]
-        contenders = [m for m in cfg.regime_methods("rl") if m != "temperature"]
+        contenders = [m for m in cfg.regime_methods("rl") if m not in CONTROL_METHODS]
         assert set(rows.loc[contenders, "reads"]) <= {"learning", "sharpening", "no gain", "one seed"}
-        assert rows.loc["temperature", "reads"] == "control"
-        assert (
-            rows.loc[contenders, "mean_reward_control"].isin(["learned temperature", "base at best temperature"]).all()
-        )
+        assert (rows.loc[["temperature", "majority"], "reads"] == "control").all()  # both trained controls
+        for value in ("mean_reward", "greedy_accuracy"):
+            assert (
+                rows.loc[contenders, f"{value}_control"]
+                .isin(["learned temperature", "majority-vote reward", "base at best temperature"])
+                .all()
+            )
     # the tail: every run scored at each late checkpoint; the verdicts at each, and whether they agree
     checkpoints = pd.read_csv(smoke / at.table("checkpoints.csv"))
     assert set(checkpoints[checkpoints.regime == "rl"].step) == set(tail_steps(cfg.evaluate.at, cfg.rl.steps))
@@ -244,15 +258,17 @@ def dry_run_with(smoke: Path, edit) -> tuple[dict, dict]:
 
 def test_changing_one_learning_rate_reruns_only_its_jobs(own_smoke):
     cfg, counts = dry_run_with(own_smoke, lambda c: c["learning_rates"]["rl"].update(fullft=[0.002]))
-    # the new lr's cell trains (one job per model, all seeds); the FullFT-RL evaluation of
-    # each model, the FullFT update analysis and truncation, the analysis, the capacity chart
+    # the new lr's cells train (one job per model and method on FullFT's grid, all seeds); their
+    # evaluations, the FullFT update analysis and truncation, the analysis, the capacity chart
     # (it shows the RL runs), the levers stage (plain RL is its baseline) and the report
     # follow; nothing else (no data, models, rollouts, capacity or lever runs). The select
     # checkpoint reruns; which confirmation runs follow is known only once it has chosen.
+    on_grid = len([m for m in cfg["methods"] if m in ("fullft", "majority")])  # the majority control: FullFT's grid
     assert counts == {
-        "train": len(cfg["models"]),
-        "evaluate": len(cfg["models"]),
+        "train": len(cfg["models"]) * on_grid,
+        "evaluate": len(cfg["models"]) * on_grid,
         "select": 1,
+        "select_round": 1,  # the sweep's choice before the extension round
         "updates": 1,
         "truncation": 1,
         "analysis": 1,

@@ -37,7 +37,15 @@ import math
 
 import pandas as pd
 
-from rankone.config import StudyConfig, architecture_of, lora_rank, method_kind, method_position
+from rankone.config import (
+    CONTROL_METHODS,
+    ConfigError,
+    StudyConfig,
+    architecture_of,
+    lora_rank,
+    method_kind,
+    method_position,
+)
 from rankone.info import bits_recalled, bits_stored
 from rankone.io import atomic_path, read_json, read_jsonl, read_table, write_json
 from rankone.paths import Layout
@@ -182,8 +190,17 @@ def best_learning_rates(runs: pd.DataFrame) -> pd.DataFrame:
             return ""
         return "low" if r.lr == low else "high" if r.lr == high else ""
 
+    def beyond(r) -> float:
+        """The next lr past the edge the best sits on: that edge's spacing continued (NaN inside)."""
+        if not r.edge:
+            return math.nan
+        lrs = sorted(by_lr.lr[(by_lr.regime == r.regime) & (by_lr.model == r.model) & (by_lr.method == r.method)])
+        near, inner = (lrs[0], lrs[1]) if r.edge == "low" else (lrs[-1], lrs[-2])
+        return float(f"{near * near / inner:.3g}")
+
     best["edge"] = best.apply(edge, axis=1) if len(best) else pd.Series(dtype=str)
     best["at_grid_edge"] = best["edge"] != ""
+    best["next_lr"] = best.apply(beyond, axis=1) if len(best) else pd.Series(dtype=float)
     return best.sort_values(["regime", "model", "method"]).reset_index(drop=True)
 
 
@@ -383,6 +400,8 @@ def verdicts(
     regimes = regimes or {}
     out = []
     edges = best.set_index(["regime", "model", "method"])["edge"]
+    # lrs the select stage tried past the config's grid (analysis.lr_extension); 0 without extension
+    extended = best.set_index(["regime", "model", "method"]).get("extended", pd.Series(0, index=edges.index))
     chosen = runs.merge(best[["regime", "model", "method", "lr"]], on=["regime", "model", "method", "lr"])
     for (regime, model), group in chosen.groupby(["regime", "model"]):
         fullft = group[group.method == "fullft"].set_index("seed")
@@ -407,6 +426,8 @@ def verdicts(
                         "lr_edge": edges[(regime, model, method)],
                         "fullft_lr": float(fullft["lr"].iloc[0]),
                         "fullft_lr_edge": edges[(regime, model, "fullft")],
+                        "lr_extended": int(extended[(regime, model, method)]),
+                        "fullft_lr_extended": int(extended[(regime, model, "fullft")]),
                         "test_value": float(mine[column].mean()),
                         "fullft_test_value": float(fullft[column].mean()),
                         **compare(
@@ -616,9 +637,6 @@ def plateau(cfg: StudyConfig, curves: pd.DataFrame, best: pd.DataFrame, regimes=
     return pd.DataFrame(rows)
 
 
-LEARNED_TEMPERATURE = "temperature"  # the method that trains one logit scale: a control, not a contender
-
-
 def sharpening(cfg: StudyConfig, judged: pd.DataFrame, best: pd.DataFrame, at: Layout) -> pd.DataFrame:
     """Sharpening or learning, per RL model (sharpening.csv): the sharpening profile on the whole test
     split (greedy accuracy, mean reward and pass@k: rankone.rollouts.profile) of the base model at the
@@ -626,12 +644,15 @@ def sharpening(cfg: StudyConfig, judged: pd.DataFrame, best: pd.DataFrame, at: L
     over the judged seeds, with t intervals).
 
     The controls: the base at the temperature with the best val reward (no training), and, where the
-    grid has it, the `temperature` method (RL of one scalar that scales the logits, at its own best
-    lr). For each value the stronger control on test is the reference (`*_control` names it):
-    `*_beyond_control` is the method's gain over it, the part of its gain over the base that a change
-    of temperature does not give ("learned beyond sharpening"), with a t interval (Welch's, from
-    statsmodels, against the learned temperature's seeds); `*_over_base` is the whole gain. A
-    temperature moves no argmax, so both controls' greedy accuracy is the base's. Empty without RL."""
+    grid has them, the trained controls of CONTROL_METHODS, each at its own best lr: `temperature`
+    (RL of one scalar that scales the logits) and `majority` (FullFT RL rewarded for agreeing with its
+    group's majority answer: entropy minimisation, which reads no answer). For each value the
+    strongest control on test is the reference (`*_control` names it): `*_beyond_control` is the
+    method's gain over it, the part of its gain over the base that sharpening does not give ("learned
+    beyond sharpening"), with a t interval (Welch's, from statsmodels, against a trained control's
+    seeds); `*_over_base` is the whole gain. A temperature moves no argmax, so the temperature
+    controls' greedy accuracy is the base's; the majority reward can move it (onto the base's own
+    mode). Empty without RL."""
     if "rl" not in cfg.regimes:
         return pd.DataFrame()
     ks = cfg.sharpening.pass_at
@@ -663,8 +684,8 @@ def sharpening(cfg: StudyConfig, judged: pd.DataFrame, best: pd.DataFrame, at: L
         )
         mine = chosen[chosen.model == model]
         profiled = {m: g for m, g in mine.groupby("method") if f"profile_{values[0]}" in g}
-        learned = profiled.get(LEARNED_TEMPERATURE)
-        for method, g in sorted(profiled.items(), key=lambda kv: kv[0] != LEARNED_TEMPERATURE):
+        controls = {m: profiled[m] for m in CONTROL_METHODS if m in profiled}
+        for method, g in sorted(profiled.items(), key=lambda kv: kv[0] not in CONTROL_METHODS):
             row = {
                 "model": model,
                 "method": method,
@@ -678,14 +699,15 @@ def sharpening(cfg: StudyConfig, judged: pd.DataFrame, best: pd.DataFrame, at: L
                 column = g[f"profile_{v}"].tolist()
                 mean, low, high = interval([x - base[v] for x in column], cfg.analysis.confidence)
                 row |= {f"{v}_over_base": mean, f"{v}_over_base_ci_low": low, f"{v}_over_base_ci_high": high}
-                use_learned = method != LEARNED_TEMPERATURE and learned is not None
-                use_learned = use_learned and learned[f"profile_{v}"].mean() > fixed[v]
-                reference = learned[f"profile_{v}"].tolist() if use_learned else fixed[v]
+                # the strongest control of this value (the fixed one on a tie), never the method itself
+                candidates = [("base at best temperature", fixed[v])] + [
+                    (CONTROL_METHODS[m], c[f"profile_{v}"].tolist()) for m, c in controls.items() if m != method
+                ]
+                name, reference = max(candidates, key=lambda c: pd.Series(c[1]).mean())
                 mean, low, high = difference(column, reference, cfg.analysis.confidence)
                 row |= {f"{v}_beyond_control": mean, f"{v}_beyond_control_ci_low": low}
-                row |= {f"{v}_beyond_control_ci_high": high}
-                row[f"{v}_control"] = "learned temperature" if use_learned else "base at best temperature"
-            row["reads"] = "control" if method == LEARNED_TEMPERATURE else reads(row)
+                row |= {f"{v}_beyond_control_ci_high": high, f"{v}_control": name}
+            row["reads"] = "control" if method in CONTROL_METHODS else reads(row)
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -970,16 +992,55 @@ def information(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame, at: La
     return table
 
 
-def select(cfg: StudyConfig, at: Layout) -> pd.DataFrame:
-    """The select stage: each method's best lr on the sweep's val scores (best_lr.csv), before
-    any verdict; the confirmation runs rerun exactly these."""
-    runs, _, _ = collect(cfg, at)
+def select(cfg: StudyConfig, at: Layout, round_: int | None = None) -> pd.DataFrame:
+    """The select stage: each method's best lr on val over the sweep and its edge-extension rounds
+    (analysis.lr_extension), before any verdict. After every round: best_lr.csv, which the
+    confirmation runs rerun exactly; after rounds 1..`round_` (0: the sweep alone) the table whose
+    `next_lr` the next round runs (at.select_round). `extended` counts the lrs tried past the
+    config's grid; a best lr still on an edge of best_lr.csv with lr_extension > 0 hit the cap."""
+    cap = cfg.analysis.lr_extension
+    if round_ is not None and not 0 <= round_ < cap:
+        raise ConfigError(
+            f"--round {round_}: the extension rounds before the last are 0..{cap - 1} (lr_extension {cap})"
+        )
+    runs = sweep(cfg, at, cap if round_ is None else round_)[0]
     best = best_learning_rates(runs)
-    path, text = at.table("best_lr.csv"), best.to_csv(index=False)
+    tried = runs.groupby(["regime", "model", "method"]).lr.unique()
+    best.insert(
+        best.columns.get_loc("edge"),
+        "extended",
+        [
+            sum(lr not in cfg.lr_grid(r.regime, r.method) for lr in tried[r.regime, r.model, r.method])
+            for r in best.itertuples()
+        ],
+    )
+    path = at.table("best_lr.csv") if round_ is None else at.select_round(round_)
+    text = best.to_csv(index=False)
     if not path.is_file() or path.read_text() != text:  # unchanged, it keeps its time: no confirmation rerun
         with atomic_path(path) as tmp:
             tmp.write_text(text)
     return best
+
+
+def extension_lrs(at: Layout, round_: int) -> dict[tuple[str, str, str], float]:
+    """The lrs edge-extension round `round_` runs: `next_lr` of each method whose best lr after the
+    rounds before it sits on an edge (at.select_round(round_ - 1))."""
+    path = at.select_round(round_ - 1)
+    if not path.is_file():
+        raise IncompleteRunError(f"missing {path}: run select --round {round_ - 1} first")
+    table = read_table(path)
+    return {(r.regime, r.model, r.method): float(r.next_lr) for r in table.itertuples() if pd.notna(r.next_lr)}
+
+
+def sweep(cfg: StudyConfig, at: Layout, rounds: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """`collect`'s tables over the sweep's runs and those of its edge-extension rounds 1..`rounds`
+    (default: every round, analysis.lr_extension)."""
+    parts = [collect(cfg, at)]
+    for k in range(1, (cfg.analysis.lr_extension if rounds is None else rounds) + 1):
+        parts.append(collect(cfg.extension_study(extension_lrs(at, k)), at.extension(k)))
+    return tuple(  # type: ignore[return-value]
+        pd.concat([p[i] for p in parts if len(p[i])] or [parts[0][i]], ignore_index=True) for i in range(3)
+    )
 
 
 def read_best(at: Layout) -> pd.DataFrame:
@@ -1009,8 +1070,9 @@ def _without(frame: pd.DataFrame, regimes: list[str]) -> pd.DataFrame:
 
 def run(cfg: StudyConfig, at: Layout) -> None:
     """Every table below from the sweep's runs, but the verdicts (and the trajectory and layers
-    tables) from the runs that judge: with a confirmation section its fresh seeds, else the sweep's."""
-    runs, curves, checkpoints = collect(cfg, at)
+    tables) from the runs that judge: with a confirmation section its fresh seeds, else the sweep's
+    (with its edge-extension rounds')."""
+    runs, curves, checkpoints = sweep(cfg, at)
     best = read_best(at)
     judged, judged_checkpoints = runs, checkpoints
     confirmed = cfg.confirmed_regimes()

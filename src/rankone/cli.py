@@ -24,12 +24,15 @@ from rankone.paths import Layout
 
 def _scoped(cfg: StudyConfig, args) -> tuple[StudyConfig, Layout]:
     """The study and layout a job runs in: the study itself, with --capacity N its capacity
-    sub-study at table size N, with --lever NAME that lever's sub-study, or with --confirm its
-    confirmation runs (each method at the best lr the select stage chose; rankone.substudies)."""
+    sub-study at table size N, with --lever NAME that lever's sub-study, with --confirm its
+    confirmation runs (each method at the best lr the select stage chose), or with --extend K its
+    edge-extension round K (rankone.substudies)."""
     from rankone import substudies
 
     named = getattr(args, "run", None) or getattr(args, "method", None) or getattr(args, "regime", None) or ""
-    part = substudies.from_args(args.capacity, args.lever, getattr(args, "confirm", False), named.split("/")[0])
+    part = substudies.from_args(
+        args.capacity, args.lever, getattr(args, "confirm", False), named.split("/")[0], getattr(args, "extend", None)
+    )
     at = Layout(cfg)
     return (cfg, at) if part is None else (part.study(cfg, at), part.layout(at))
 
@@ -83,10 +86,27 @@ def cmd_train(cfg: StudyConfig, args) -> None:
     from rankone.train import TRAINERS
 
     cfg, at = _scoped(cfg, args)
-    runs = cfg.select(args.run)
+    runs = extended_runs(cfg, at, args.run)
     verify(at.data(runs[0].regime))
     for run in runs:  # one process for every seed of a cell: imports and data load once
         TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), at.train(run))
+
+
+def extended_runs(cfg: StudyConfig, at: Layout, text: str) -> list:
+    """The runs `text` names (StudyConfig.select), or, at an lr past the grid's edge, the sweep's runs
+    that an edge-extension round added (the workflow's train rule trains both the same way)."""
+    from rankone import substudies
+
+    try:
+        return cfg.select(text)
+    except ConfigError:
+        for k in range(1, cfg.analysis.lr_extension + 1):
+            if at.select_round(k - 1).is_file():
+                try:
+                    return substudies.SubStudy("extend", str(k)).study(cfg, at).select(text)
+                except ConfigError:
+                    continue
+        raise
 
 
 def cmd_evaluate(cfg: StudyConfig, args) -> None:
@@ -107,7 +127,7 @@ def cmd_evaluate(cfg: StudyConfig, args) -> None:
 def cmd_select(cfg: StudyConfig, args) -> None:
     from rankone import analysis
 
-    analysis.select(cfg, Layout(cfg))
+    analysis.select(cfg, Layout(cfg), args.round)
 
 
 def cmd_analysis(cfg: StudyConfig, args) -> None:
@@ -266,6 +286,12 @@ def main(argv: list[str] | None = None) -> int:
                 action="store_true",
                 help="run in the confirmation sub-study (confirmation.seeds, at the lrs select chose)",
             )
+            p.add_argument(
+                "--extend",
+                type=int,
+                metavar="K",
+                help="run in edge-extension round K (analysis.lr_extension: the lrs select --round K-1 named)",
+            )
         p.set_defaults(func=func)
 
     stage("data", cmd_data, "build a task's splits", capacity=True, regime="rl or sft")
@@ -296,6 +322,13 @@ def main(argv: list[str] | None = None) -> int:
         "select",
         cmd_select,
         "best learning rate per method on val (analysis/best_lr.csv), which the confirmation runs and the verdicts use",
+    )
+    sub.choices["select"].add_argument(
+        "--round",
+        type=int,
+        metavar="K",
+        help="the choice after edge-extension rounds 1..K only (0: the sweep alone), whose lrs past an edge "
+        "round K+1 runs (analysis/rounds/best_lr.rK.csv); without it, after every round: best_lr.csv",
     )
     stage("analysis", cmd_analysis, "tables and verdicts (after select)")
     stage("capacity", cmd_capacity, "capacity experiment: bits stored per table size and rank, fall-off rank")

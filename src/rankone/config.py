@@ -19,9 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 # fullft; lora-r<rank> with an optional layer scope: -attn (attention only), -mlp (MLP only);
 # tinylora-u<u>: TinyLoRA with a trainable vector of u entries (shared by every adapted layer by default);
-# or temperature: one trained scalar that scales the logits (a learned temperature, the sharpening control).
+# temperature: one trained scalar that scales the logits (a learned temperature, a sharpening control);
+# or majority: FullFT RL rewarded for agreeing with its group's majority answer, which reads no answer
+# (entropy minimisation, a sharpening control; RL only, on FullFT's lr grid).
 # The workflow's `method` wildcard is this expression too (workflow/rules/common.smk).
-METHOD_REGEX = r"fullft|lora-r([1-9][0-9]*)(?:-(attn|mlp))?|tinylora-u([1-9][0-9]*)|temperature"
+METHOD_REGEX = r"fullft|lora-r([1-9][0-9]*)(?:-(attn|mlp))?|tinylora-u([1-9][0-9]*)|temperature|majority"
+# The trained sharpening controls (analysis.sharpening): methods of the grid, judged like any, never contenders.
+CONTROL_METHODS = {"temperature": "learned temperature", "majority": "majority-vote reward"}
 METHOD_PATTERN = re.compile(rf"^({METHOD_REGEX})$")
 SCOPES = {"attn": "attention", "mlp": "mlp"}
 # A base-model replica: "<model>@<k>" (k >= 1) warm-starts the same tiny preset again with pretrain
@@ -78,6 +82,13 @@ class ArchitectureConfig(Strict):
         }
 
 
+class PretrainOverride(Strict):
+    steps: int | None = Field(None, gt=0, description="This model's warm-start steps.")
+    batch_size: int | None = Field(None, gt=0, description="This model's sequences per pretraining step.")
+    lr: float | None = Field(None, gt=0, description="This model's warm-start learning rate.")
+    corruption: float | None = Field(None, ge=0, lt=1, description="This model's share of corrupted answers.")
+
+
 class PretrainConfig(Strict):
     steps: int = Field(2000, gt=0, description="Optimizer steps of the warm-start on the synthetic corpus.")
     batch_size: int = Field(128, gt=0, description="Sequences per pretraining step.")
@@ -96,6 +107,26 @@ class PretrainConfig(Strict):
         description="Share of corpus sequences in the SFT task's format, drawn from an instance of that task with "
         "another seed (disjoint content): the base model knows the format, SFT must store new content.",
     )
+    models: dict[str, PretrainOverride] = Field(
+        default_factory=dict,
+        description="Per-model overrides of steps, batch_size, lr and corruption, by model name: two architectures "
+        "need different warm-starts to reach the same base skill. A replica `<model>@<k>` takes its model's; a name "
+        "the study does not list is ignored (a layered config may list fewer models).",
+    )
+
+    @field_validator("models")
+    @classmethod
+    def _by_model(cls, models: dict[str, PretrainOverride]) -> dict[str, PretrainOverride]:
+        for name in models:
+            if REPLICA.match(name):
+                raise ValueError(f"{name!r} is a replica: overrides are by model ({architecture_of(name)!r})")
+        return models
+
+    def of(self, model: str) -> PretrainConfig:
+        """The warm-start of one model: this section with the model's overrides applied."""
+        over = self.models.get(architecture_of(model))
+        changes = {k: v for k, v in over.model_dump().items() if v is not None} if over else {}
+        return self.model_copy(update={**changes, "models": {}})
 
 
 class TaskConfig(Strict):
@@ -387,6 +418,15 @@ class AnalysisConfig(Strict):
         le=0.5,
         description="Plateau test: the slope of each method's curve at its best lr over the last twice this "
         "share of steps, as the gain over this share; at a plateau its interval lies below the parity margin.",
+    )
+    lr_extension: int = Field(
+        0,
+        ge=0,
+        le=8,
+        description="Edge extension: up to this many learning rates added past a grid's edge per method, one a "
+        "round. After the sweep, a method whose best lr on val sits on an edge of the lrs it tried runs the next "
+        "lr past it (that edge's spacing continued) on the sweep's seeds, and select chooses again; best_lr.csv "
+        "says how far each grid was extended and whether a best lr is still on an edge (the cap was hit). 0: off.",
     )
     bits_per_param: float = Field(2.0, gt=0, description="Reference capacity line, bits per trainable parameter.")
     early_steps: int = Field(
@@ -713,6 +753,8 @@ class StudyConfig(Grid):
 
     # A confirmation sub-study's one lr per (regime, model, method) (confirm_study); empty: the grid.
     _chosen: dict[tuple[str, str, str], float] = PrivateAttr(default_factory=dict)
+    # An edge-extension round's runs: one lr per (regime, model, method) it extends, no other run.
+    _extension: dict[tuple[str, str, str], float] | None = PrivateAttr(default=None)
     # A capacity sub-study whose lrs come from the select stage, asked for before it ran (no runs yet).
     _awaits_choice: bool = PrivateAttr(default=False)
 
@@ -891,6 +933,18 @@ class StudyConfig(Grid):
         study._chosen = dict(chosen)
         return study
 
+    def extension_study(self, lrs: dict[tuple[str, str, str], float]) -> StudyConfig:
+        """An edge-extension round (analysis.lr_extension): the sweep's seeds at one more lr for each
+        (regime, model, method) in `lrs`, no other run (and the parent's everything else)."""
+        unknown = sorted(set(lrs) - {(r.regime, r.model, r.method) for r in self.runs()})
+        if unknown:
+            raise ConfigError(f"extension of {', '.join('/'.join(k) for k in unknown)}: not a method of the sweep")
+        data = self.model_dump(mode="json")
+        data.update(capacity=None, truncation=None, levers=None)
+        study = validate(data, source="extension round")
+        study._extension = dict(lrs)
+        return study
+
     @property
     def awaits_choice(self) -> bool:
         """A capacity sub-study that takes the select stage's lrs, asked for before select ran."""
@@ -913,6 +967,8 @@ class StudyConfig(Grid):
                 "capacity.learning_rates is `chosen`: the capacity runs take the lrs the study's "
                 "select stage chose (analysis/best_lr.csv); run the study's own runs and select first"
             )
+        if self._extension is not None:
+            return [RunId(*key, lr, seed) for key, lr in sorted(self._extension.items()) for seed in self.seeds]
         return [
             RunId(regime, model, method, lr, seed)
             for regime in self.regimes
@@ -924,8 +980,8 @@ class StudyConfig(Grid):
 
     def regime_methods(self, regime: str) -> list[str]:
         """The methods that run in `regime`: every one, but the learned temperature only where the
-        regime's grid lists learning rates for it."""
-        return [m for m in self.methods if self.lr_grid(regime, m) is not None]
+        regime's grid lists learning rates for it, and the majority-vote reward in RL only."""
+        return [m for m in self.methods if self.lr_grid(regime, m) is not None and (m != "majority" or regime == "rl")]
 
     def select(self, text: str) -> list[RunId]:
         """The runs a CLI argument names: one run (.../seed<seed>) or every seed of a cell (.../lr<lr>)."""
@@ -1000,7 +1056,7 @@ def check_methods(methods: list[str]) -> list[str]:
         if not METHOD_PATTERN.match(m):
             raise ValueError(
                 f"unknown method {m!r}; use 'fullft', 'lora-r<rank>[-attn|-mlp]' (e.g. lora-r1, lora-r16-mlp) or "
-                "'tinylora-u<u>' (e.g. tinylora-u16) or 'temperature'"
+                "'tinylora-u<u>' (e.g. tinylora-u16), 'temperature' or 'majority'"
             )
     return check_unique(methods, "methods")
 
@@ -1056,13 +1112,16 @@ def tinylora_size(method: str) -> int | None:
 
 
 def method_kind(method: str) -> Literal["fullft", "lora", "tinylora", "temperature"]:
+    """A method's family, which sets its lr grid and how it trains: majority is FullFT with another reward."""
     m = _method(method)
     return "lora" if m[2] else "tinylora" if m[4] else "temperature" if method == "temperature" else "fullft"
 
 
 def method_position(method: str) -> float:
-    """Where a method sorts, by capacity: the learned temperature (one scalar, 0), TinyLoRA sizes
-    (below 1), LoRA ranks, then FullFT."""
+    """Where a method sorts, by capacity: the controls first (the majority-vote reward, then the learned
+    temperature, one scalar, 0), TinyLoRA sizes (below 1), LoRA ranks, then FullFT."""
+    if method == "majority":
+        return -1.0
     kind = method_kind(method)
     if kind == "fullft":
         return math.inf
@@ -1073,7 +1132,9 @@ def method_position(method: str) -> float:
 
 def method_label(method: str) -> str:
     """How the report names a method: FullFT, rank <r> (with its layer scope: rank 1 attention-only),
-    TinyLoRA u=<u>."""
+    TinyLoRA u=<u>, and the controls by name."""
+    if method in CONTROL_METHODS:
+        return CONTROL_METHODS[method]
     kind = method_kind(method)
     if kind == "fullft":
         return "FullFT"

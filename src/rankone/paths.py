@@ -26,6 +26,7 @@ def snapshot(run_dir: Path, step: int) -> Path:
 class Layout:
     def __init__(self, cfg: StudyConfig):
         self.root = Path(cfg.results_dir) / cfg.experiment
+        self.runs_root = self.root  # where train/ is: an extension round's runs are the sweep's own
         self.report = Path(cfg.reports_dir) / cfg.experiment
         self.models = self.root / "models"
         self.data_root = self.root / "data"
@@ -47,10 +48,22 @@ class Layout:
         sub.data_root = self.data_root
         return sub
 
+    def extension(self, round_: int | str) -> Layout:
+        """An edge-extension round (extend/r<round>/; analysis.lr_extension): its own evaluations; its runs
+        are more of the sweep's, under the study's train/ beside the grid's; the study's data and base models."""
+        sub = self._sub("extend", f"r{round_}")
+        sub.data_root, sub.runs_root, sub.logs = self.data_root, self.runs_root, self.logs
+        return sub
+
+    def select_round(self, round_: int) -> Path:
+        """The select stage's table after extension rounds 1..`round_` (round 0: the sweep alone), which
+        round `round_` + 1 extends; the last round's is best_lr.csv."""
+        return self.table("best_lr.csv").parent / "rounds" / f"best_lr.r{round_}.csv"
+
     def _sub(self, *parts: str) -> Layout:
         """A sub-study: its own data, runs and evaluations under `parts`, the study's base models."""
         sub = copy.copy(self)
-        sub.root = self.root.joinpath(*parts)
+        sub.root = sub.runs_root = self.root.joinpath(*parts)
         sub.data_root = sub.root / "data"
         sub.logs = self.logs.joinpath(*parts)
         return sub
@@ -69,7 +82,7 @@ class Layout:
         return self.root / "rollouts" / model
 
     def train(self, run: RunId) -> Path:
-        return self.root / "train" / run.path
+        return self.runs_root / "train" / run.path
 
     def train_log(self, run: RunId) -> Path:
         """The train job's log (one job trains every seed of the run's cell)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rankone.config import StudyConfig, method_label
+from rankone.config import CONTROL_METHODS, StudyConfig, method_label
 from rankone.figures import (
     SCORE_LABELS,
     by_method,
@@ -37,7 +37,7 @@ from rankone.figures import (
     plot_updates,
 )
 from rankone import render
-from rankone.analysis import BOOTSTRAP, LEARNED_TEMPERATURE
+from rankone.analysis import BOOTSTRAP
 from rankone.io import atomic_path, git_state, package_versions, read_json, read_table
 from rankone.outputs import FIGURES, SECTIONS
 from rankone.paths import Layout
@@ -504,10 +504,19 @@ def seeds_phrase(r) -> str:
 
 
 def edge_note(g: pd.DataFrame) -> str:
-    """Which best learning rates sit on the edge of their grid (the optimum may lie outside)."""
-    full_edge = g.fullft_lr_edge.iloc[0]  # "" inside the grid (run() fills the CSV's empty cells)
-    edges = [f"FullFT ({full_edge})"] * bool(full_edge) + [
-        f"{method_label(r.method)} ({r.lr_edge})" for r in g.itertuples() if r.lr_edge
+    """Which best learning rates sit on the edge of their grid (the optimum may lie outside), and how
+    many lrs the edge extension had added there (the cap was hit: analysis.lr_extension)."""
+
+    def where(edge: str, added) -> str:
+        return f"{edge}, after {int(added)} lr{'s' * (int(added) != 1)} added past the grid: the cap" if added else edge
+
+    first = g.iloc[0]  # "" inside the grid (run() fills the CSV's empty cells)
+    edges = [f"FullFT ({where(first.fullft_lr_edge, getattr(first, 'fullft_lr_extended', 0))})"] * bool(
+        first.fullft_lr_edge
+    ) + [
+        f"{method_label(r.method)} ({where(r.lr_edge, getattr(r, 'lr_extended', 0))})"
+        for r in g.itertuples()
+        if r.lr_edge
     ]
     return (
         (" Best lr on the edge of its grid, which qualifies these verdicts: " + ", ".join(edges) + ".") if edges else ""
@@ -590,6 +599,10 @@ def sharpening_table(sharp: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# How the report says what each trained sharpening control trains (config.CONTROL_METHODS).
+CONTROL_HOW = {"temperature": "RL of one logit scale", "majority": "FullFT RL of agreement with the group's majority"}
+
+
 def sharpening_findings(sharp: pd.DataFrame) -> list[str]:
     """Per RL model: what the base can already do, what the temperature control adds, and whether the
     strongest arm (FullFT, else the best method) learned beyond sharpening: the regime its verdicts
@@ -598,8 +611,8 @@ def sharpening_findings(sharp: pd.DataFrame) -> list[str]:
     for model, g in sharp.groupby("model", sort=False) if len(sharp) else []:
         base = g[g.method == "base"].iloc[0]
         control = g[g.method.str.startswith("control")].iloc[0]
-        learned = g[g.method == LEARNED_TEMPERATURE]
-        controls = g.method.str.startswith("control") | (g.method == LEARNED_TEMPERATURE)
+        trained_controls = g[g.method.isin(list(CONTROL_METHODS))]
+        controls = g.method.str.startswith("control") | g.method.isin(list(CONTROL_METHODS))
         trained = g[~g.method.isin(["base"]) & ~controls]
         big = max(c for c in g.columns if c.startswith("pass_at_"))
         k = big.removeprefix("pass_at_")
@@ -607,11 +620,12 @@ def sharpening_findings(sharp: pd.DataFrame) -> list[str]:
             f"**{model}**: the base model answers {base.greedy_accuracy:.3f} of the test problems greedily "
             f"(pass@{k} {getattr(base, big):.3f}, mean reward {base.mean_reward:.3f} at T={base.temperature:g}); "
             f"the sharpening control (T={control.temperature:g}) reaches mean reward {control.mean_reward:.3f}"
-            + (
-                f", the learned temperature (RL of one logit scale) {learned.iloc[0].mean_reward:.3f}."
-                if len(learned)
-                else "."
+            + "".join(
+                f", the {CONTROL_METHODS[r.method]} ({CONTROL_HOW[r.method]}) {r.mean_reward:.3f} "
+                f"(greedy {r.greedy_accuracy:.3f})"
+                for r in trained_controls.itertuples()
             )
+            + "."
         )
         if len(trained):
             arm = (

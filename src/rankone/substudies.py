@@ -1,9 +1,10 @@
 """A study's sub-studies, one object per kind: a capacity sub-study (one facts-table size), a
-lever's sub-study, and the confirmation runs of one regime.
+lever's sub-study, the confirmation runs of one regime, and an edge-extension round (more of the
+sweep's lrs, analysis.lr_extension).
 
 Each has its own runs and results folder under the study's and shares its base models. The
 workflow (workflow/rules/common.smk, from a job's wildcards), the CLI (`--capacity N`,
-`--lever NAME`, `--confirm`) and `rankone status` all find a sub-study's config, folder, label
+`--lever NAME`, `--confirm`, `--extend K`) and `rankone status` all find a sub-study's config, folder, label
 and flag here.
 """
 
@@ -12,24 +13,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rankone.analysis import chosen
+from rankone.analysis import chosen, extension_lrs
 from rankone.config import ConfigError, StudyConfig
 from rankone.paths import Layout
 
-KINDS = ("capacity", "lever", "confirm")
+KINDS = ("capacity", "lever", "confirm", "extend")
 # The workflow's wildcard that puts a job in each kind (common.smk's wildcard_constraints).
-WILDCARDS = {"capacity": "n_facts", "lever": "lever", "confirm": "confirm"}
+WILDCARDS = {"capacity": "n_facts", "lever": "lever", "confirm": "confirm", "extend": "extension"}
 
 
 @dataclass(frozen=True)
 class SubStudy:
     kind: str  # one of KINDS
-    key: str  # the table size, the lever's name, or the confirmed regime
+    key: str  # the table size, the lever's name, the confirmed regime, or the extension round
 
     @property
     def label(self) -> str:
-        """How status and the published page name it: "capacity n64", "lever kl", "confirm rl"."""
-        return f"capacity n{self.key}" if self.kind == "capacity" else f"{self.kind} {self.key}"
+        """How status and the published page name it: "capacity n64", "lever kl", "confirm rl", "extend r1"."""
+        prefix = {"capacity": "n", "extend": "r"}.get(self.kind, "")
+        return f"{self.kind} {prefix}{self.key}"
 
     @property
     def flag(self) -> str:
@@ -39,6 +41,8 @@ class SubStudy:
     def layout(self, at: Layout) -> Layout:
         if self.kind == "capacity":
             return at.capacity(self.key)
+        if self.kind == "extend":
+            return at.extension(self.key)
         return at.lever(self.key) if self.kind == "lever" else at.confirm()
 
     def waits_for_select(self, cfg: StudyConfig) -> bool:
@@ -53,6 +57,8 @@ class SubStudy:
             return cfg.lever_study(self.key)
         if self.kind == "confirm":
             return cfg.confirm_study(chosen(at), self.key)
+        if self.kind == "extend":
+            return cfg.extension_study(extension_lrs(at, int(self.key)))
         picked = with_runs and self.waits_for_select(cfg) and at.table("best_lr.csv").is_file()
         return cfg.capacity_study(int(self.key), chosen(at) if picked else None)
 
@@ -85,12 +91,16 @@ def from_wildcards(wildcards: Mapping[str, str]) -> SubStudy | None:
     return None
 
 
-def from_args(capacity: int | None, lever: str | None, confirm: bool, regime: str | None) -> SubStudy | None:
+def from_args(
+    capacity: int | None, lever: str | None, confirm: bool, regime: str | None, extend: int | None = None
+) -> SubStudy | None:
     """The sub-study a CLI job names (None: the study's own); more than one is an error."""
-    if sum([capacity is not None, lever is not None, confirm]) > 1:
-        raise ConfigError("--capacity, --lever and --confirm name different sub-studies; give one")
+    if sum([capacity is not None, lever is not None, confirm, extend is not None]) > 1:
+        raise ConfigError("--capacity, --lever, --confirm and --extend name different sub-studies; give one")
     if confirm:
         return SubStudy("confirm", regime or "")
+    if extend is not None:
+        return SubStudy("extend", str(extend))
     if capacity is not None:
         return SubStudy("capacity", str(capacity))
     return SubStudy("lever", lever) if lever is not None else None

@@ -4,6 +4,7 @@ checkpoint select:
     input:
         train=run_files("train", "run.json"),
         evaluate=evaluation_files(),
+        extended=extension_files(lambda wildcards: EXTENSION_ROUNDS),
     output:
         best=table_path("best_lr.csv"),
     log:
@@ -24,6 +25,7 @@ rule analysis:
         train=run_files("train", "run.json"),
         evaluate=evaluation_files(),
         best=table_path("best_lr.csv"),
+        extended=extension_files(lambda wildcards: EXTENSION_ROUNDS),
         confirm_train=confirm_files("train"),
         confirm_evaluate=confirm_files("evaluate"),
         rollouts=expand(

@@ -5,6 +5,7 @@ import functools
 from pathlib import Path
 
 from rankone import substudies
+from rankone.analysis import extension_lrs
 from rankone.cli import write_resolved
 from rankone.cluster import check_slurm_controller
 from rankone.checks import validate as validate_study
@@ -40,6 +41,10 @@ LEVER_SEEDS = STUDY.levers.seeds if STUDY.levers else []
 # The confirmation sub-study: each method at its best lr (the select checkpoint's), on fresh
 # seeds, under confirm/ (a {confirm} wildcard that is always "confirm" marks its jobs).
 CONFIRM = str(LAYOUT.root / "{confirm}")
+# An edge-extension round (analysis.lr_extension): its evaluations under extend/r<k>/, its runs
+# the sweep's own (the train rule's, under train/).
+EXTEND = str(LAYOUT.extension("{extension}").root)
+EXTENSION_ROUNDS = STUDY.analysis.lr_extension
 CONFIRM_SEEDS = {
     g: STUDY.confirmation.seeds.get(g, []) if STUDY.confirmation else []
     for g in ("rl", "sft")
@@ -62,6 +67,8 @@ wildcard_constraints:
     n_facts="[0-9]+",
     lever="[a-z][a-z0-9-]*",
     confirm="confirm",
+    extension="[1-9][0-9]*",
+    after="[0-9]+",
 
 
 def check_executor():
@@ -152,6 +159,9 @@ def sub_study(part, runs=True):
     """A sub-study's config (rankone.substudies). One whose runs take the select stage's lrs asks
     the select checkpoint first (until it has run, Snakemake defers the jobs that ask); without
     `runs`, a capacity sub-study without its lrs: enough for its data."""
+    if part.kind == "extend":  # round k runs the lrs select named after rounds 1..k-1
+        checkpoints.select_round.get(after=str(int(part.key) - 1))
+        return part.study(STUDY, LAYOUT)
     if part.waits_for_select(STUDY) and (runs or part.kind == "confirm"):
         checkpoints.select.get()
         return part.study(STUDY, LAYOUT)
@@ -194,9 +204,9 @@ def method_id(wildcards):
 def method_runs(wildcards):
     """run.json, weights and snapshots of every run (lr, seed) of one (regime, model, method)."""
     group = (wildcards.regime, wildcards.model, wildcards.method)
-    study, root = scope(wildcards)
+    study, runs_root = scope(wildcards)[0], layout_of(wildcards).runs_root
     return [
-        f"{root}/train/{run.path}/{name}"
+        f"{runs_root}/train/{run.path}/{name}"
         for run in study.runs()
         if (run.regime, run.model, run.method) == group
         for name in ("run.json", "weights", "snapshots")
@@ -210,11 +220,16 @@ def model_data():
     ]
 
 
+def layout_of(wildcards):
+    """The output layout of a job: the study's, or its sub-study's (rankone.substudies)."""
+    part = substudies.from_wildcards(wildcards)
+    return LAYOUT if part is None else part.layout(LAYOUT)
+
+
 def data_inputs(wildcards):
-    """A job's train, val and test splits (a confirmation run's are the study's own)."""
-    root = RESULTS if "confirm" in wildcards.keys() else scope(wildcards)[1]
+    """A job's train, val and test splits (a confirmation or extension run's are the study's own)."""
     return expand(
-        f"{root}/data/{{regime}}/{{split}}.parquet",
+        f"{layout_of(wildcards).data_root}/{{regime}}/{{split}}.parquet",
         regime=wildcards.regime,
         split=["train", "val", "test"],
     )
@@ -227,6 +242,37 @@ def run_files(stage, filename, study=STUDY, root=RESULTS):
 def evaluation_files(study=STUDY, root=RESULTS):
     groups = sorted({(run.regime, run.model, run.method) for run in study.runs()})
     return [f"{root}/evaluate/{g}/{m}/{x}/metrics.jsonl" for g, m, x in groups]
+
+
+def extension_files(rounds):
+    """An input function: run.json of every run and each evaluation of edge-extension rounds
+    1..rounds(wildcards); each round asks the select_round checkpoint before it for its lrs.
+    """
+
+    def files(wildcards):
+        found = []
+        for k in range(1, rounds(wildcards) + 1):
+            part = substudies.SubStudy("extend", str(k))
+            study = sub_study(part)
+            found += run_files("train", "run.json", study) + evaluation_files(
+                study, str(part.layout(LAYOUT).root)
+            )
+        return found
+
+    return files
+
+
+def extension_table(wildcards):
+    """A train job's input when its lr lies past the grid: the select_round table that named it (the
+    job reads it to find the run; none for the grid's runs)."""
+    if float(wildcards.lr) in (STUDY.lr_grid(wildcards.regime, wildcards.method) or []):
+        return []
+    key = (wildcards.regime, wildcards.model, wildcards.method)
+    for k in range(1, EXTENSION_ROUNDS + 1):
+        table = LAYOUT.select_round(k - 1)
+        if table.is_file() and extension_lrs(LAYOUT, k).get(key) == float(wildcards.lr):
+            return [str(table)]
+    return []
 
 
 def fullft_weights(regime=None):

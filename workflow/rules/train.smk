@@ -2,6 +2,7 @@ rule train:
     input:
         model=f"{RESULTS}/models/{{model}}",
         data=data_inputs,
+        extension=extension_table,
     output:
         metrics=seed_outputs(RESULTS, STUDY.seeds, "metrics.jsonl"),
         timings=seed_outputs(RESULTS, STUDY.seeds, "timings.jsonl"),

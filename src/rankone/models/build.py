@@ -138,7 +138,7 @@ def pretrain_seed(cfg: StudyConfig, model_name: str) -> int:
 
 
 def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: str) -> dict:
-    p = cfg.pretrain
+    p = cfg.pretrain.of(model_name)
     seed = pretrain_seed(cfg, model_name)
     task = task_of(cfg.tasks["rl"])
     total = p.steps * p.batch_size
@@ -182,6 +182,8 @@ def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: st
     pass_at_1 = sum(task.reward(t, a) for t, a in zip(samples.texts, answers)) / len(prompts)
     log.info("%s base pass@1 on %d RL train prompts: %.3f", model_name, len(prompts), pass_at_1)
     return {
+        "pretrain_steps": p.steps,
+        "pretrain_corruption": p.corruption,
         "pretrain_seconds": round(time.time() - t0, 2),
         "pretrain_final_loss": sum(losses[-20:]) / len(losses[-20:]),
         "base_pass_at_1": pass_at_1,

@@ -289,6 +289,8 @@ def step_metrics(
 def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir: Path) -> dict:
     """One RL run. Each step: draw prompts; sample a round and estimate its advantages (`Rollouts`);
     the loss and its gradients (`Batch.backward`); check freshness; update; log; checkpoint."""
+    if run.method == "majority":  # the control that reads no answer: FullFT rewarded for its group's majority
+        cfg = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"reward": "majority"})})
     rl = cfg.rl
     learner = Learner.start(cfg, run, model_dir)
     task = task_of(cfg.tasks["rl"])
