@@ -3,14 +3,14 @@
 # make slurm-env: add the SLURM executor plugin (envs/slurm.txt) for workflow/profiles/slurm
 # make publish: the static site under reports/ from every study under results/ (see README)
 # make image: the CPU image (build/image/rankone-cpu) from Debian and the lock; make study-in-image runs the study in it
-# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / crossover / two-by-two / learning-pilot / real : experiments layered over the default study
+# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / crossover / two-by-two / learning-pilot / learning / real : experiments layered over the default study
 VENV := .venv
 IMAGE := build/image/rankone-cpu
 PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: image image-check study-in-image gpu-vendor slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover two-by-two learning-pilot real test benchmark lint env
+.PHONY: image image-check study-in-image gpu-vendor slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover two-by-two learning-pilot learning real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -62,6 +62,10 @@ two-by-two: env
 # An RL arm that has to learn (a weaker warm-start, longer RL): exploratory, llama-tiny alone.
 learning-pilot: env
 	snakemake --cores all --configfile config/experiments/learning-pilot.yaml
+
+# The RL arm that has to learn, both tiny models, all three sharpening controls, extending grids.
+learning: env
+	snakemake --cores all --configfile config/experiments/learning.yaml
 
 # The RL capacity crossover: RL and SFT on the same facts tables, the lr pilot first (see its config).
 crossover: env
