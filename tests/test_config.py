@@ -22,7 +22,20 @@ def test_shipped_configs_are_valid():
     assert {r.regime for r in smoke.runs()} == {"rl", "sft"}
 
 
-@pytest.mark.parametrize("name", ["layers", "capacity", "levers", "tinylora", "rl-capacity", "crossover", "two-by-two"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "layers",
+        "capacity",
+        "levers",
+        "tinylora",
+        "rl-capacity",
+        "crossover",
+        "two-by-two",
+        "learning-pilot",
+        "learning",
+    ],
+)
 def test_experiment_configs_layer_over_the_default(name, tmp_path):
     default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
     over = yaml.safe_load((ROOT / "config" / "experiments" / f"{name}.yaml").read_text())
@@ -52,6 +65,11 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
     elif name == "learning-pilot":  # a weaker base than the default's, longer RL, the controls in the grid
         assert cfg.pretrain.steps < default["pretrain"]["steps"] and cfg.rl.steps > default["rl"]["steps"]
         assert "temperature" in cfg.regime_methods("rl") and cfg.regimes == ["rl"]
+    elif name == "learning":  # per-model weaker bases, all three sharpening controls, grids that extend
+        assert all(cfg.pretrain.of(m).steps < default["pretrain"]["steps"] for m in cfg.models)
+        assert len({cfg.pretrain.of(m).steps for m in cfg.models}) == len(cfg.models) == 2
+        assert {"temperature", "majority", "fullft", "lora-r1"} <= set(cfg.regime_methods("rl"))
+        assert cfg.analysis.lr_extension >= 1 and len(cfg.confirmation.seeds["rl"]) >= 6
     elif name == "two-by-two":  # both regimes on the RL task, one architecture
         assert cfg.tasks["sft"] == cfg.tasks["rl"] and cfg.regimes == ["rl", "sft"] and len(cfg.models) == 1
         assert not task_of(cfg.tasks["sft"]).stores_table

@@ -130,6 +130,17 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
     assert "sharpening.png" in sharpening and "nan" not in sharpening and "**llama-tiny**" in sharpening
 
 
+def test_status_counts_the_extension_rounds_runs(smoke, monkeypatch):
+    from rankone.status import grid
+
+    monkeypatch.chdir(smoke)
+    cfg = load("config/smoke.yaml")
+    statuses = grid(cfg)
+    extended = [s for s in statuses if s.sub_study == "extend r1"]
+    assert extended and all(s.state == "completed" for s in extended)
+    assert all(s.run.lr not in cfg.lr_grid(s.run.regime, s.run.method) for s in extended)
+
+
 def test_smoke_capacity_experiment_sits_beside_the_rl_runs(smoke):
     cfg = load(smoke / "config/smoke.yaml")
     at = Layout(cfg)

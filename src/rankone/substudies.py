@@ -82,6 +82,13 @@ def with_configs(cfg: StudyConfig, at: Layout) -> list[tuple[SubStudy, StudyConf
     return [(part, part.study(cfg, at)) for part in of(cfg)]
 
 
+def extension_rounds(cfg: StudyConfig, at: Layout) -> list[tuple[SubStudy, StudyConfig]]:
+    """(round, its config) of every edge-extension round whose lrs are known (the select round before
+    it has run; analysis.lr_extension)."""
+    parts = [SubStudy("extend", str(k)) for k in range(1, cfg.analysis.lr_extension + 1)]
+    return [(part, part.study(cfg, at)) for part in parts if at.select_round(int(part.key) - 1).is_file()]
+
+
 def from_wildcards(wildcards: Mapping[str, str]) -> SubStudy | None:
     """The sub-study of a workflow job (None: the study's own)."""
     for kind in KINDS:
