@@ -217,3 +217,51 @@ def test_a_resumed_run_continues_the_running_baseline_where_it_stopped(study, tm
     train(tmp_path / "run")
     for name in ("metrics.jsonl", "weights/model.safetensors"):
         assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "reference" / name).read_bytes(), name
+
+
+def test_the_entropy_bonus_against_a_hand_computation():
+    """chosen_and_entropy: uniform scores over V have entropy log V; the bonus is -coef x the rows' masked
+    entropy over the step's tokens, and it is off (0) by default."""
+    from rankone.models.sequences import chosen_and_entropy, chosen_logprobs
+
+    scores_B_C_V = torch.tensor([[[0.0, 0.0, 0.0, 0.0], [5.0, 0.0, 0.0, 0.0]]])
+    tokens_B_C = torch.tensor([[2, 0]])
+    chosen_B_C, entropy_B_C = chosen_and_entropy(scores_B_C_V, tokens_B_C)
+    assert torch.equal(chosen_B_C, chosen_logprobs(scores_B_C_V, tokens_B_C))
+    p = torch.softmax(torch.tensor([5.0, 0.0, 0.0, 0.0]), -1)
+    assert entropy_B_C[0].tolist() == pytest.approx([math.log(4), float(-(p * p.log()).sum())])
+    mask_B_C = torch.tensor([[1.0, 0.0]])
+    assert float(ImportanceSampledPG(entropy_coef=0.1).bonus(entropy_B_C, mask_B_C, torch.tensor(4.0))) == (
+        pytest.approx(-0.1 * math.log(4) / 4)
+    )
+    assert ImportanceSampledPG().entropy_coef == 0.0
+
+
+def test_the_entropy_bonus_updates_a_step_whose_groups_carry_no_signal(study):
+    """Hand-made rewards, every group all right: no policy gradient, so without the bonus the batch takes no
+    step; with rl.entropy_coef it does, and the sampled tokens' entropy rises."""
+    from rankone.config import RunId
+    from rankone.train.pg import group_advantages
+
+    cfg, at = study
+    learner = Learner.start(cfg, RunId.parse("rl/llama-tiny/fullft/lr0.01/seed0"), at.model("llama-tiny"))
+    torch.manual_seed(0)
+    s = make_engine("hf", learner.policy, learner.tokenizer, 1.0, 5).sample(["3+4=", "12+30="], 4)
+    rewards_P_G = torch.ones(2, 4)
+    advantages_P_G, keep_P = group_advantages(rewards_P_G)
+    batch = Batch([Round(s, rewards_P_G.view(-1), rewards_P_G.view(-1), advantages_P_G, keep_P)], 1.0)
+
+    def entropy() -> float:
+        with torch.no_grad():
+            _, h_B_C = completion_logprobs(
+                learner.policy, s.prompt_ids_B_L, s.prompt_mask_B_L, s.completion_B_C, s.completion_mask_B_C, 1.0, True
+            )
+        return float(h_B_C.sum() / s.completion_mask_B_C.sum())
+
+    plain, bonus = ImportanceSampledPG(), ImportanceSampledPG(entropy_coef=1.0)
+    assert not batch.learns and not batch.updates(plain) and batch.updates(bonus)
+    before = entropy()
+    loss, _ = batch.backward(learner, bonus, None)
+    assert float(loss) == pytest.approx(-before, rel=1e-5)  # the bonus alone: -1 x the mean entropy
+    learner.update()
+    assert entropy() > before

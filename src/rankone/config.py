@@ -165,6 +165,14 @@ class RLConfig(Strict):
     steps: int = Field(60, gt=0, description="Policy-gradient steps (one batch of rollouts each).")
     prompts_per_step: int = Field(8, gt=0, description="Distinct prompts per step.")
     group_size: int = Field(8, ge=2, description="Samples per prompt; advantages are centred within a group.")
+    entropy_coef: float = Field(
+        0.0,
+        ge=0,
+        description="Entropy bonus: the loss minus this times the policy's mean entropy per sampled completion "
+        "token (exact, over the vocabulary, at the sampling temperature), over every token of the step, those of "
+        "groups without reward variance too: a group whose rewards are all equal carries no policy gradient but "
+        "still keeps exploring. 0: off (the original runs).",
+    )
     max_logprob_gap: float = Field(
         1e-3, gt=0, description="Stop the run when the mean |sampler - learner| log-prob gap exceeds this."
     )

@@ -109,9 +109,16 @@ LOGPROB_CHUNK_TOKENS = 8192
 
 
 def completion_logprobs(
-    model, prompt_ids_B_L, prompt_mask_B_L, completion_B_C, completion_mask_B_C, temperature: float = 1.0
-) -> torch.Tensor:
+    model,
+    prompt_ids_B_L,
+    prompt_mask_B_L,
+    completion_B_C,
+    completion_mask_B_C,
+    temperature: float = 1.0,
+    entropy: bool = False,
+):
     """log p(completion token | prefix) under `model` at `temperature`, on the model's device; 0 where masked.
+    With `entropy`, (log-probs, the entropy of the distribution each token was drawn from, 0 where masked).
 
     The fp32 log-softmax runs over chunks of sequences (LOGPROB_CHUNK_TOKENS); each row's
     values are what one pass over the whole batch gives, bit for bit."""
@@ -125,6 +132,17 @@ def completion_logprobs(
     logits_B_T_V = model(input_ids=ids_B_T, attention_mask=attn_B_T, position_ids=positions_B_T).logits
     L, (B, C) = prompt_ids_B_L.shape[1], completion_B_C.shape
     rows = max(1, LOGPROB_CHUNK_TOKENS // max(C, 1))
+    if entropy:
+        parts = [
+            chosen_and_entropy(
+                logits_B_T_V[i : i + rows, L - 1 : -1].float() / temperature, completion_B_C[i : i + rows]
+            )
+            for i in range(0, B, rows)
+        ]
+        return (
+            torch.cat([p[0] for p in parts]) * completion_mask_B_C,
+            torch.cat([p[1] for p in parts]) * completion_mask_B_C,
+        )
     logprobs_B_C = torch.cat(
         [
             chosen_logprobs(logits_B_T_V[i : i + rows, L - 1 : -1].float() / temperature, completion_B_C[i : i + rows])
@@ -137,6 +155,13 @@ def completion_logprobs(
 def chosen_logprobs(scores_B_C_V: torch.Tensor, tokens_B_C: torch.Tensor) -> torch.Tensor:
     """log softmax(scores) at the chosen tokens."""
     return torch.gather(F.log_softmax(scores_B_C_V, -1), -1, tokens_B_C.unsqueeze(-1)).squeeze(-1)
+
+
+def chosen_and_entropy(scores_B_C_V: torch.Tensor, tokens_B_C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """log softmax(scores) at the chosen tokens, and the entropy of softmax(scores) at each position."""
+    logp_B_C_V = F.log_softmax(scores_B_C_V, -1)
+    chosen_B_C = torch.gather(logp_B_C_V, -1, tokens_B_C.unsqueeze(-1)).squeeze(-1)
+    return chosen_B_C, -(logp_B_C_V.exp() * logp_B_C_V).sum(-1)
 
 
 @torch.no_grad()

@@ -82,8 +82,13 @@ class Batch:
 
     @property
     def learns(self) -> bool:
-        """Whether any group carries signal (else the step takes no optimizer step)."""
+        """Whether any group carries signal."""
         return bool(self.keep_P.any())
+
+    def updates(self, loss) -> bool:
+        """Whether the step takes an optimizer step: a group carries signal, or the loss has an entropy
+        bonus (which every group's tokens carry)."""
+        return self.learns or loss.entropy_coef > 0
 
     def backward(self, learner, loss, micro_batch: int | None) -> tuple[torch.Tensor, torch.Tensor]:
         """The step's loss (rankone.train.pg) and its gradients, accumulated in the policy's: every round's
@@ -92,30 +97,39 @@ class Batch:
         learner's log-probs of every sampled token (detached, every process's rows)."""
         keep_B = torch.cat([x.keep_B for x in self.rounds]).float()
         normaliser = loss.normaliser(self.mask_B_C, keep_B)
+        tokens = self.mask_B_C.sum().clamp(min=1)  # the entropy bonus's count: every token of the step
         losses, logprobs = [], []
         for x in self.rounds:
             part, parts_b_C = learner.accumulate(
                 len(x),
                 "sequences a step (rl.prompts_per_step x rl.group_size)",
-                functools.partial(_round_loss, learner, x, loss, normaliser, self.temperature),
+                functools.partial(_round_loss, learner, x, loss, (normaliser, tokens), self.temperature),
                 micro_batch,
-                self.learns,
+                self.updates(loss),
             )
             losses.append(part)
             logprobs.append(learner.group.gather_rows(torch.cat(parts_b_C)))
         return functools.reduce(operator.add, losses), pad_cat(logprobs)
 
 
-def _round_loss(learner, x: Round, loss, normaliser, temperature: float, rows: slice):
-    """The loss of some rows of a round (with gradients when enabled), and their log-probs, detached."""
+def _round_loss(learner, x: Round, loss, counts: tuple, temperature: float, rows: slice):
+    """The loss of some rows of a round (with gradients when enabled), and their log-probs, detached.
+    `counts`: the whole step's normaliser (the loss's) and its tokens (the entropy bonus's)."""
     s = x.samples
-    logprobs_b_C = learner.logprobs(s, rows, temperature)
+    normaliser, tokens = counts
+    mask_b_C = s.completion_mask_B_C[rows].float()
+    if loss.entropy_coef:
+        logprobs_b_C, entropy_b_C = learner.logprobs(s, rows, temperature, entropy=True)
+    else:
+        logprobs_b_C = learner.logprobs(s, rows, temperature)
     part = loss(
         logprobs_b_C,
         s.sampler_logprobs_B_C[rows],
-        s.completion_mask_B_C[rows].float(),
+        mask_b_C,
         x.advantages_P_G.reshape(-1)[rows],
         x.keep_B[rows].float(),
         normaliser,
     )
+    if loss.entropy_coef:
+        part = part + loss.bonus(entropy_b_C, mask_b_C, tokens)
     return part, logprobs_b_C.detach()

@@ -94,8 +94,9 @@ class Learner:
         """The precision every forward of the policy runs in (rankone.device.autocast)."""
         return autocast(self.device, self.dtype)
 
-    def logprobs(self, samples: Samples, rows: slice, temperature: float = 1.0) -> torch.Tensor:
-        """The policy's log-probs of some rows' sampled tokens (with gradients when enabled)."""
+    def logprobs(self, samples: Samples, rows: slice, temperature: float = 1.0, entropy: bool = False):
+        """The policy's log-probs of some rows' sampled tokens (with gradients when enabled); with
+        `entropy`, and the entropy of its distribution at each of those tokens."""
         with self.compute():
             return completion_logprobs(
                 self.policy,
@@ -104,6 +105,7 @@ class Learner:
                 samples.completion_B_C[rows],
                 samples.completion_mask_B_C[rows],
                 temperature,
+                entropy,
             )
 
     def accumulate(self, n: int, what: str, loss_of, micro_batch: int | None, learns: bool = True):

@@ -155,6 +155,12 @@ class ImportanceSampledPG:
 
     cap: float | None = None  # truncated importance sampling (rl.truncated_is)
     clip_epsilon: float = 0.2  # used by PPOClip only
+    entropy_coef: float = 0.0  # the entropy bonus (rl.entropy_coef), beside every loss
+
+    def bonus(self, entropy_B_C: torch.Tensor, mask_B_C: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """What the entropy bonus adds to the loss for some rows: -entropy_coef x their tokens' entropy,
+        summed, over the whole step's `tokens`."""
+        return -self.entropy_coef * (entropy_B_C * mask_B_C).sum() / tokens
 
     @staticmethod
     def scale(advantages_P_G: torch.Tensor, rewards_P_G: torch.Tensor) -> torch.Tensor:
@@ -204,8 +210,8 @@ class PPOClip(ImportanceSampledPG):
 
 
 def loss_of(rl: RLConfig) -> ImportanceSampledPG:
-    """The config's loss (rl.loss), with its truncation cap and clip."""
-    return LOSSES[rl.loss].load()(rl.truncated_is, rl.clip_epsilon)
+    """The config's loss (rl.loss), with its truncation cap, clip and entropy bonus."""
+    return LOSSES[rl.loss].load()(rl.truncated_is, rl.clip_epsilon, rl.entropy_coef)
 
 
 def policy_gradient_loss(

@@ -241,7 +241,7 @@ def open_engine(cfg: StudyConfig, run: RunId, learner: Learner, model_dir: Path)
 def update(learner: Learner, batch: Batch, loss, rl) -> float:
     """The optimizer step on the batch's gradients, then `rl.epochs` - 1 more passes over the same
     rollouts (PPO), each its own step; returns the first step's gradient norm (0 without signal)."""
-    if not batch.learns:
+    if not batch.updates(loss):
         return 0.0
     grad_norm = learner.update()
     for _ in range(1, rl.epochs):
