@@ -698,3 +698,26 @@ def test_verdicts_pool_each_models_base_model_replicas(tmp_path):
     assert set(pooled(cfg, judged, best, mixed).about) == {"sharpening"}
     stopped = pooled(cfg, judged, best, learned | {("rl", "llama-tiny@2"): "not judged"})
     assert set(stopped.verdict) == {"not judged"} and stopped.p_equivalence.isna().all()
+
+
+def test_the_report_says_how_far_the_edge_extension_went_and_where_the_cap_was_hit():
+    from rankone.report import edge_note, extension_notes
+
+    best = pd.DataFrame(
+        [
+            ("rl", "m", "fullft", 1e-4, 0, "", math.nan),
+            ("rl", "m", "lora-r1", 1.5e-4, 2, "low", 7.5e-5),
+            ("rl", "m", "lora-r16", 6e-4, 1, "", math.nan),
+        ],
+        columns=["regime", "model", "method", "lr", "extended", "edge", "next_lr"],
+    )
+    first, capped = extension_notes(best, 2)
+    assert "rank 1: 2 added, best 0.00015 (still on the low edge)" in first and "FullFT" not in first
+    assert "rank 16: 1 added, best 0.0006;" not in first and "rank 16: 1 added, best 0.0006." in first
+    assert "cap was hit for RL · m · rank 1" in capped and "rank 16" not in capped
+    assert extension_notes(best, 0) == []  # no extension: nothing to say
+    verdicts = pd.DataFrame(
+        [("lora-r1", "low", 2, "", 0)],
+        columns=["method", "lr_edge", "lr_extended", "fullft_lr_edge", "fullft_lr_extended"],
+    )
+    assert "rank 1 (low, after 2 lrs added past the grid: the cap)" in edge_note(verdicts)

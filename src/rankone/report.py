@@ -548,6 +548,35 @@ def plateau_note(plateau: pd.DataFrame, model: str) -> str:
     return (" " + "; ".join(notes) + ".") if notes else ""
 
 
+def extension_notes(best: pd.DataFrame, cap: int) -> list[str]:
+    """What the edge extension (analysis.lr_extension) did: per method whose grid it extended, how far
+    and where the best lr ended, and which best lrs are still on an edge with the cap reached."""
+    if not cap or "extended" not in best:
+        return []
+    grown = best[best.extended > 0]
+    capped = best[(best.edge.fillna("") != "") & (best.extended >= cap)]
+    notes = [
+        f"Edge extension (up to {cap} lr{'s' * (cap != 1)} past an edge): "
+        + (
+            "; ".join(
+                f"{r.regime.upper()} · {r.model} · {method_label(r.method)}: {r.extended} added, best {r.lr:g}"
+                + (f" (still on the {r.edge} edge)" if isinstance(r.edge, str) and r.edge else "")
+                for r in grown.itertuples()
+            )
+            if len(grown)
+            else "no best lr was on an edge; no grid was extended"
+        )
+        + "."
+    ]
+    if len(capped):
+        notes.append(
+            "The cap was hit for "
+            + ", ".join(f"{r.regime.upper()} · {r.model} · {method_label(r.method)}" for r in capped.itertuples())
+            + ": the best lr is still on an edge, so the optimum may lie further out."
+        )
+    return notes
+
+
 def optimum_notes(optimum: pd.DataFrame) -> list[str]:
     """Which methods' grids do not resolve their optimum (analysis.lr_optimum)."""
     if not len(optimum):
@@ -984,6 +1013,7 @@ def build_sections(
             [
                 ("figure", "lr_sweep.png"),
                 _round(best),
+                *extension_notes(best, cfg.analysis.lr_extension),
                 "Fitted optimum: a quadratic in log10(lr) fitted to every sweep run's val score, its vertex, and a "
                 f"{cfg.analysis.confidence:.0%} interval from {BOOTSTRAP:,} resamples of the seeds (paired across "
                 "methods, for LoRA's optimum over FullFT's). Not interior: the vertex lies outside the grid (or "
