@@ -92,3 +92,39 @@ def test_lean_sampler_on_the_real_checkpoint(smollm2):
     assert tokenizer.chat_template and tokenizer.pad_token_id == tokenizer.eos_token_id
     prompts = ["What is 3 + 4?", "Compute 12 * 30 and give only the number."]
     assert_same_draws(model, tokenizer, prompts, 4, 1.0, 8, seeds=[0])
+
+
+def test_a_tokenizer_without_a_pad_token_pads_prompts_with_eos(tmp_path):
+    """Llama-3.x base tokenizers have no pad token: loaded (and saved by the models stage) through
+    with_pad_token, a batch of prompts of different lengths still pads, and the sampler finishes rows."""
+    import transformers
+
+    from rankone.models import build_tokenizer
+    from rankone.models.load import load_tokenizer
+    from rankone.models.sequences import encode_prompts, sample
+
+    bare = build_tokenizer()
+    bare.pad_token = None
+    assert bare.pad_token is None
+    with pytest.raises(ValueError):
+        encode_prompts(bare, ["3+4=", "12+30="])  # what the rollouts stage met before
+    config = transformers.LlamaConfig(
+        vocab_size=len(bare),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        bos_token_id=bare.bos_token_id,
+        eos_token_id=bare.eos_token_id,
+    )
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    bare.save_pretrained(tmp_path)
+    tokenizer = load_tokenizer(tmp_path)
+    assert tokenizer.pad_token_id == tokenizer.eos_token_id and tokenizer.padding_side == "left"
+    ids_B_L, mask_B_L = encode_prompts(tokenizer, ["3+4=", "12+30="])
+    assert mask_B_L[0, 0] == 0 and ids_B_L[0, 0] == tokenizer.eos_token_id  # left-padded with <eos>
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
+    torch.manual_seed(0)
+    samples = sample(model, tokenizer, ["3+4=", "12+30="], 2, 1.0, 4)
+    assert samples.completion_B_C.shape[0] == 4 and len(samples.texts) == 4

@@ -20,6 +20,7 @@ from rankone.config import StudyConfig, replica_of
 from rankone.data import read_split
 from rankone.io import InputError, atomic_path, log, provenance, seed_everything, sha256_file, write_json
 from rankone.models import GgufPreset, HubPreset, LocalPreset, build_tokenizer, preset
+from rankone.models.load import with_pad_token
 from rankone.models.sequences import completion_logprobs, encode_completions, encode_prompts, sample
 from rankone.tasks import task_of
 
@@ -52,6 +53,7 @@ def build(cfg: StudyConfig, model_name: str, data_root: Path, out_dir: Path) -> 
             )
             model = AutoModelForCausalLM.from_config(config)
             stats = pretrain(cfg, model, tokenizer, data_root, model_name)
+        with_pad_token(tokenizer)  # saved with one: a batch of prompts pads (Llama-3.x base tokenizers have none)
         if not getattr(spec, "chat", False):  # prompts go through a chat template only where the preset says so
             tokenizer.chat_template = None
         model.generation_config.do_sample = True

@@ -14,8 +14,17 @@ def load_tokenizer(model_dir: str | Path):
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"no model at {str(model_dir)!r} (missing config.json); run the models stage first")
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = with_pad_token(AutoTokenizer.from_pretrained(model_dir))
     tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def with_pad_token(tokenizer):
+    """`tokenizer`, padding with <eos> where it has no pad token (Llama-3.x base tokenizers): prompts are
+    padded in a batch and finished rows get the pad id, always masked out, so <eos> serves (the
+    convention of TRL and vLLM's examples)."""
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
 
 
@@ -102,9 +111,11 @@ def make_policy(model, method: str, lora, scope: str):
         return model
     if kind == "temperature":
         return learned_temperature(model)
-    from peft import LoraConfig, TinyLoraConfig, get_peft_model
+    from peft import LoraConfig, get_peft_model
 
     if kind == "tinylora":
+        from peft import TinyLoraConfig  # only here: a peft older than TinyLoRA still runs LoRA
+
         config = TinyLoraConfig(
             r=lora.tinylora_r,
             u=tinylora_size(method),
