@@ -119,3 +119,20 @@ def test_train_shows_a_bar_on_a_terminal_one_line_per_step_in_a_file_and_runs_th
     print(f"\n{RUN}: native {native} against pinned AVX2: {'same' if same else 'other'} bytes")
     if native == "AVX512":  # this machine's second instruction set: the pins are what made the bytes
         assert not same, "AVX-512 and the AVX2 pins gave the same bytes: the pins did nothing here"
+
+
+def test_version_and_a_reader_that_leaves_early():
+    """`rankone --version`; `rankone runs | head -1` ends quietly (no BrokenPipeError traceback), rc 0."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    version = subprocess.run([sys.executable, "-m", "rankone", "--version"], capture_output=True, text=True, env=env)
+    assert version.returncode == 0 and version.stdout.startswith("rankone ")
+    piped = subprocess.run(
+        f"'{sys.executable}' -m rankone runs --config config/default.yaml | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    assert piped.returncode == 0 and piped.stdout.count("\n") == 1 and "Traceback" not in piped.stderr

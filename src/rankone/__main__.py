@@ -1,6 +1,6 @@
 import sys
 
-from rankone.cli import main
+from rankone.cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from rankone import __version__
 from rankone.checks import load, validate
 from rankone.config import ConfigError, RunId, StudyConfig, json_schema, layered_files
 from rankone.gpus import claim_for_job
@@ -266,6 +267,7 @@ def config_reference() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rankone", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"rankone {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def stage(name, func, help, capacity=False, **ids):
@@ -448,3 +450,15 @@ def write_resolved(cfg: StudyConfig, out: Path) -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def entry() -> int:
+    """The `rankone` command: `main`, and a reader that leaves early (`rankone runs | head`) ends it
+    quietly, as it does a Unix tool, not with a traceback."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python exits
+        return 0
+    return code
