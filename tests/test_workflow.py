@@ -250,6 +250,21 @@ def test_a_fresh_study_plans_the_sweep_and_select_before_any_confirmation_run(tm
     assert not {rule for rule in counts if rule.startswith("confirm_")}  # they exist once select has chosen
 
 
+def test_a_target_off_the_grid_stops_before_any_job(tmp_path):
+    workdir = copy_workflow(tmp_path)
+    for cell, message in [
+        (
+            "rl/llama-tiny/lora-r1/lr0.5",
+            r"lr 0.5 is not in learning_rates.rl.lora \[0.01\], nor an lr an edge-extension",
+        ),
+        ("rl/llama-tiny/lora-r7/lr0.01", r"the study has no such cell"),
+    ]:
+        target = f"results/smoke/train/{cell}/seed0/run.json"  # before --configfile, which takes every word after it
+        out = snakemake(workdir, "-n", target, "--configfile", "config/smoke.yaml", configs=())
+        assert out.returncode != 0 and re.search(message, out.stdout + out.stderr), cell
+    assert not (workdir / "results/smoke/data").exists()
+
+
 def test_second_run_does_nothing(smoke):
     out = snakemake(smoke, "-n")
     assert out.returncode == 0, out.stderr

@@ -9,7 +9,7 @@ from rankone.analysis import extension_lrs
 from rankone.cli import write_resolved
 from rankone.cluster import check_slurm_controller
 from rankone.checks import validate as validate_study
-from rankone.config import CELL_TEMPLATE, METHOD_REGEX, layered_files
+from rankone.config import CELL_TEMPLATE, METHOD_REGEX, layered_files, method_kind
 from rankone.figures import drawn
 from rankone.io import InputError
 from rankone.outputs import enabled_experiments, experiment_tables, section
@@ -264,15 +264,32 @@ def extension_files(rounds):
 
 def extension_table(wildcards):
     """A train job's input when its lr lies past the grid: the select_round table that named it (the
-    job reads it to find the run; none for the grid's runs)."""
-    if float(wildcards.lr) in (STUDY.lr_grid(wildcards.regime, wildcards.method) or []):
+    job reads it to find the run; none for the grid's runs). A cell the study does not have (a
+    model, method or lr off its grid and no extension round's) stops the DAG here, before any job.
+    A sub-study's job (a lever's) is checked by its own config."""
+    if substudies.from_wildcards(wildcards) is not None:
+        return []
+    grid = (
+        STUDY.lr_grid(wildcards.regime, wildcards.method)
+        if wildcards.method in STUDY.regime_methods(wildcards.regime)
+        else None
+    )
+    if wildcards.model not in STUDY.models or grid is None:
+        raise WorkflowError(
+            f"{cell_id(wildcards)}: the study has no such cell (models {STUDY.models}, "
+            f"{wildcards.regime} methods {STUDY.regime_methods(wildcards.regime)})"
+        )
+    if float(wildcards.lr) in grid:
         return []
     key = (wildcards.regime, wildcards.model, wildcards.method)
     for k in range(1, EXTENSION_ROUNDS + 1):
         table = LAYOUT.select_round(k - 1)
         if table.is_file() and extension_lrs(LAYOUT, k).get(key) == float(wildcards.lr):
             return [str(table)]
-    return []
+    raise WorkflowError(
+        f"{cell_id(wildcards)}: lr {wildcards.lr} is not in learning_rates.{wildcards.regime}."
+        f"{method_kind(wildcards.method)} {grid}, nor an lr an edge-extension round added"
+    )
 
 
 def fullft_weights(regime=None):
