@@ -136,3 +136,22 @@ def test_version_and_a_reader_that_leaves_early():
         env=env,
     )
     assert piped.returncode == 0 and piped.stdout.count("\n") == 1 and "Traceback" not in piped.stderr
+
+
+def test_check_layers_configs_as_snakemake_does():
+    """`rankone check` takes the layered configs the docs tell you to write; one experiment alone names its base."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+    def check(*files):
+        return subprocess.run(
+            [sys.executable, "-m", "rankone", "check", "--config", *files],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+
+    layered = check("config/default.yaml", "config/experiments/learning.yaml")
+    assert layered.returncode == 0 and "config/default.yaml + config/experiments/learning.yaml: valid" in layered.stdout
+    alone = check("config/experiments/learning.yaml")
+    assert alone.returncode == 2 and "--config config/default.yaml config/experiments/learning.yaml" in alone.stderr

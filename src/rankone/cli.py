@@ -339,7 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     stage("truncation", cmd_truncation, "FullFT RL updates cut to rank k and re-evaluated (share of the gain kept)")
     stage("report", cmd_report, "figures, report.md and a self-contained report.html")
     stage("runs", cmd_runs, "list the study's training runs")
-    stage("check", cmd_check, "validate a config and exit")
+    stage("check", cmd_check, "validate a config (or configs layered in order, as snakemake --configfile) and exit")
+    check_config = next(a for a in sub.choices["check"]._actions if a.dest == "config")
+    check_config.nargs, check_config.metavar = "+", "YAML"
     stage("status", cmd_status, "how much of the study's grid is done, started, failed or diverged")
     stage("summary", cmd_summary, "where the report is, and its headline verdicts")
     schema = sub.add_parser("schema", help="print the config JSON schema (YAML)")
@@ -419,7 +421,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Written: {FINDINGS} and the README's findings block")
         return 0
     try:
-        cfg = load(args.config)
+        if isinstance(args.config, list):  # check: config files layered in order (the first alone: as it is)
+            names = args.config
+            try:
+                cfg = (
+                    load(names[0]) if len(names) == 1 else validate(layered_files(names), "config " + " + ".join(names))
+                )
+            except ConfigError as err:
+                if len(names) == 1 and "Field required" in str(err):  # an experiment, checked without its base
+                    raise ConfigError(
+                        f"{err} (an experiment layers over a study: --config config/default.yaml {names[0]})"
+                    )
+                raise
+            args.config = " + ".join(names)
+        else:
+            cfg = load(args.config)
         claim_for_job()  # a GPU job on a local box: its own GPU ids, before torch starts
         pin_cpu_kernels(cfg.cpu_kernels)
         if args.command == "train" and launched():
@@ -448,10 +464,6 @@ def write_resolved(cfg: StudyConfig, out: Path) -> None:
         out.write_text(text)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def entry() -> int:
     """The `rankone` command: `main`, and a reader that leaves early (`rankone runs | head`) ends it
     quietly, as it does a Unix tool, not with a traceback."""
@@ -462,3 +474,7 @@ def entry() -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python exits
         return 0
     return code
+
+
+if __name__ == "__main__":
+    sys.exit(entry())
