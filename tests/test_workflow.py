@@ -130,7 +130,7 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
     assert "sharpening.png" in sharpening and "nan" not in sharpening and "**llama-tiny**" in sharpening
 
 
-def test_status_counts_the_extension_rounds_runs(smoke, monkeypatch):
+def test_status_counts_the_extension_rounds_and_confirmation_runs(smoke, monkeypatch):
     from rankone.status import grid
 
     monkeypatch.chdir(smoke)
@@ -139,6 +139,9 @@ def test_status_counts_the_extension_rounds_runs(smoke, monkeypatch):
     extended = [s for s in statuses if s.sub_study == "extend r1"]
     assert extended and all(s.state == "completed" for s in extended)
     assert all(s.run.lr not in cfg.lr_grid(s.run.regime, s.run.method) for s in extended)
+    confirmed = [s for s in statuses if s.sub_study == "confirm rl"]  # the runs the verdicts are judged on
+    assert len(confirmed) == sum(len(cfg.regime_methods("rl")) * len(cfg.models) for _ in cfg.confirmation.seeds["rl"])
+    assert all(s.state == "completed" for s in confirmed)
 
 
 def test_smoke_capacity_experiment_sits_beside_the_rl_runs(smoke):

@@ -1,6 +1,6 @@
 """How much of a study's grid is done: every training run (the study's, its capacity and
-lever sub-studies', its edge-extension rounds' once known) is completed, diverged, failed,
-started or missing.
+lever sub-studies', its edge-extension rounds' and confirmation runs' once select has chosen
+their lrs) is completed, diverged, failed, started or missing.
 
 - completed / diverged: its `run.json` says so (written last, so a run without it is never
   counted complete, whatever else its folder holds);
@@ -58,7 +58,7 @@ def grid(cfg: StudyConfig, parts: list[tuple] | None = None) -> list[RunStatus]:
     at = Layout(cfg)
     if parts is None:
         parts = substudies.with_configs(cfg, at)
-    parts = list(parts) + substudies.extension_rounds(cfg, at)
+    parts = list(parts) + substudies.extension_rounds(cfg, at) + substudies.confirmations(cfg, at)
     scopes = [("", cfg, at)] + [(s.label, study, s.layout(at)) for s, study in parts]
     out = []
     for label, study, where in scopes:

@@ -89,6 +89,18 @@ def extension_rounds(cfg: StudyConfig, at: Layout) -> list[tuple[SubStudy, Study
     return [(part, part.study(cfg, at)) for part in parts if at.select_round(int(part.key) - 1).is_file()]
 
 
+def confirmations(cfg: StudyConfig, at: Layout) -> list[tuple[SubStudy, StudyConfig]]:
+    """(confirmation runs of a regime, their config) of every confirmed regime, once select has chosen
+    the lrs they run at (none before, or where its table lacks a method: select has to run again)."""
+    if not at.table("best_lr.csv").is_file():
+        return []
+    try:
+        lrs = chosen(at)
+        return [(SubStudy("confirm", g), cfg.confirm_study(lrs, g)) for g in cfg.confirmed_regimes()]
+    except ConfigError:
+        return []
+
+
 def from_wildcards(wildcards: Mapping[str, str]) -> SubStudy | None:
     """The sub-study of a workflow job (None: the study's own)."""
     for kind in KINDS:
