@@ -155,3 +155,20 @@ def test_check_layers_configs_as_snakemake_does():
     assert layered.returncode == 0 and "config/default.yaml + config/experiments/learning.yaml: valid" in layered.stdout
     alone = check("config/experiments/learning.yaml")
     assert alone.returncode == 2 and "--config config/default.yaml config/experiments/learning.yaml" in alone.stderr
+
+
+def test_evaluate_names_an_off_grid_method_and_missing_data_in_one_line(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    config = tmp_path / "study.yaml"
+    config.write_text((ROOT / "config/smoke.yaml").read_text() + f"results_dir: {tmp_path / 'results'}\n")
+    for method, message in [
+        ("rl/llama-tiny/lora-r7", "no such method in the study"),
+        ("rl/llama-tiny/lora-r1", "manifest.json is missing; rerun the data stage"),
+    ]:
+        out = subprocess.run(
+            [sys.executable, "-m", "rankone", "evaluate", "--config", str(config), "--method", method],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, method

@@ -18,6 +18,7 @@ import yaml
 from rankone import __version__
 from rankone.checks import load, validate
 from rankone.config import ConfigError, RunId, StudyConfig, json_schema, layered_files
+from rankone.data import DataError
 from rankone.gpus import claim_for_job
 from rankone.io import InputError, log, pin_cpu_kernels, setup_logging
 from rankone.paths import Layout
@@ -118,6 +119,10 @@ def cmd_evaluate(cfg: StudyConfig, args) -> None:
     if len(parts) != 3:
         raise ConfigError(f"--method {args.method!r} is not of the form <regime>/<model>/<method>")
     cfg, at = _scoped(cfg, args)
+    if tuple(parts) not in {(r.regime, r.model, r.method) for r in cfg.runs()}:
+        raise ConfigError(
+            f"--method {args.method!r}: no such method in the study; `rankone runs --config ...` lists them"
+        )
     verify(at.data(parts[0]))
     try:
         evaluate.run(cfg, *parts, at)
@@ -450,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
             write_resolved(cfg, Path(args.out))
             return 0
         args.func(cfg, args)
-    except (ConfigError, InputError) as err:
+    except (ConfigError, InputError, DataError) as err:
         log.error("%s", err)
         return 2
     return 0
