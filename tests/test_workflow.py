@@ -251,6 +251,7 @@ def test_a_fresh_study_plans_the_sweep_and_select_before_any_confirmation_run(tm
     counts = job_counts(out.stdout + out.stderr)
     assert counts["train"] == len(cfg.runs()) // len(cfg.seeds) and counts["select"] == 1
     assert not {rule for rule in counts if rule.startswith("confirm_")}  # they exist once select has chosen
+    assert not (tmp_path / "results").exists()  # a dry run writes nothing, not even the resolved config
 
 
 def test_a_target_off_the_grid_stops_before_any_job(tmp_path):
