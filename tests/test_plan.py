@@ -174,6 +174,7 @@ def test_rankone_plan_names_the_job_that_cannot_fit(tmp_path):
     assert out.returncode == 1, out.stderr[-2000:]
     assert "| train | qwen3-tiny | lora-r1 |" in out.stdout and "GPU-hours" in out.stdout
     assert "cannot fit: train llama-tiny fullft: needs" in out.stderr
+    assert "rl.micro_batch / sft.micro_batch cut them" in out.stderr  # the knob that fixes most of it
 
 
 def test_snakemake_refuses_a_study_whose_jobs_cannot_fit_before_running_any(tmp_path):

@@ -379,6 +379,11 @@ def misfits(cfg: StudyConfig, estimates: list[Estimate]) -> list[str]:
         peak = e.peak(e.gpus_given)
         if peak > usable:
             need = f"it needs {e.gpus_needed} GPUs" if e.gpus_needed else "it fits no number of GPUs"
+            if e.stage in TRAINING and e.activations + e.logits > 0.25 * peak:  # the knob that fixes most of it
+                need += (
+                    f"; activations and logits ({(e.activations + e.logits) / GB:.0f} GB) grow with the rows one "
+                    "backward holds: rl.micro_batch / sft.micro_batch cut them (gradient_checkpointing: true too)"
+                )
             lines.append(
                 f"{e.stage} {e.model} {e.method}: needs {peak / GB:.0f} GB on each of {e.gpus_given} GPU(s) "
                 f"(weights {e.weights / GB:.0f}, gradients {e.gradients / GB:.0f}, optimizer "
