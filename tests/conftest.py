@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -195,8 +196,12 @@ def start_snakemake(name: str, workdir: Path, *args: str) -> None:
     (runs / f"{name}.path").write_text(str(workdir))
     command = [sys.executable, "-m", "snakemake", *args]
     wrapper = f'"$@" 2> snakemake.log; echo $? > {runs / f"{name}.rc"}'
-    BACKGROUND[name] = subprocess.Popen(
-        ["sh", "-c", wrapper, "sh", *command], cwd=workdir, env=venv_env(), stdout=subprocess.DEVNULL
+    BACKGROUND[name] = subprocess.Popen(  # its own process group: the session's end stops Snakemake and its jobs
+        ["sh", "-c", wrapper, "sh", *command],
+        cwd=workdir,
+        env=venv_env(),
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
     )
 
 
@@ -286,13 +291,14 @@ def start_slurm() -> None:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """In the process that started SLURM: stop what still runs, then the daemons, by PID, and check
+    """In the process that started them: stop the background studies that still run (a session that
+    ended before they did), then SLURM's daemons, by PID, and check
     that none of the three is left running (a failure here fails the session)."""
     if not BACKGROUND:
         return
     for process in BACKGROUND.values():
-        if process.poll() is None:
-            process.kill()
+        if process.poll() is None:  # the whole group: killing the shell alone left Snakemake running on
+            os.killpg(process.pid, signal.SIGKILL)
     if not (runs_dir() / "slurm.json").is_file():
         return
     pids = json.loads((runs_dir() / "slurm.json").read_text())
