@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from rankone.analysis import chosen
-from rankone.config import CONTROL_METHODS, load, tail_steps
+from rankone.checks import validate
+from rankone.config import CONTROL_METHODS, layered_files, load, tail_steps
 from rankone.io import read_json, read_jsonl
 from rankone.paths import Layout
 from tests.conftest import ROOT, copy_workflow, finished_study, snakemake, started, study_copy, venv_env
@@ -331,7 +332,10 @@ def test_a_layered_config_switches_the_rl_task(smoke, tmp_path):
     )
     out = snakemake(smoke, "-n", configs=("config/smoke.yaml", str(layer)))
     assert out.returncode == 0, out.stderr[-3000:]
-    resolved = yaml.safe_load((smoke / "results/facts-rl/study.yaml").read_text())
+    assert not (smoke / "results/facts-rl").exists()  # a dry run writes nothing, not even the resolved config
+    # what the workflow resolves (common.smk: the Snakefile's configfile, then each --configfile, layered)
+    files = [smoke / "config/default.yaml", smoke / "config/smoke.yaml", layer]
+    resolved = validate(layered_files(files)).model_dump(mode="json")
     assert resolved["tasks"]["rl"] == {
         "name": "facts",
         "params": {"n_facts": 64, "digits": 1, "n_val": 16, "n_test": 16},
