@@ -56,7 +56,8 @@ SRC = f"{workflow.basedir}/src"
 RANKONE = "PYTHONPATH=src python -m rankone"
 ML_ENV = "../../envs/conda/ml.yaml"
 ANALYSIS_ENV = "../../envs/conda/analysis.yaml"
-if not getattr(workflow.output_settings, "dryrun", False):  # a dry run leaves nothing behind
+DRY_RUN = getattr(workflow.output_settings, "dryrun", False)
+if not DRY_RUN:  # a dry run leaves nothing behind
     write_resolved(STUDY, LAYOUT.study_config)
 
 
