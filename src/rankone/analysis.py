@@ -399,9 +399,10 @@ def verdicts(
     the verdict is `not judged` and leaves the multiplicity families."""
     regimes = regimes or {}
     out = []
-    edges = best.set_index(["regime", "model", "method"])["edge"]
+    by_method = best.set_index(["regime", "model", "method"])
+    edges = by_method["edge"]
     # lrs the select stage tried past the config's grid (analysis.lr_extension); 0 without extension
-    extended = best.set_index(["regime", "model", "method"]).get("extended", pd.Series(0, index=edges.index))
+    extended = by_method.get("extended", pd.Series(0, index=edges.index))
     chosen = runs.merge(best[["regime", "model", "method", "lr"]], on=["regime", "model", "method", "lr"])
     for (regime, model), group in chosen.groupby(["regime", "model"]):
         fullft = group[group.method == "fullft"].set_index("seed")

@@ -102,12 +102,11 @@ def extended_runs(cfg: StudyConfig, at: Layout, text: str) -> list:
     try:
         return cfg.select(text)
     except ConfigError:
-        for k in range(1, cfg.analysis.lr_extension + 1):
-            if at.select_round(k - 1).is_file():
-                try:
-                    return substudies.SubStudy("extend", str(k)).study(cfg, at).select(text)
-                except ConfigError:
-                    continue
+        for _, study in substudies.extension_rounds(cfg, at):
+            try:
+                return study.select(text)
+            except ConfigError:
+                continue
         raise
 
 
