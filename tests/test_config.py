@@ -14,9 +14,9 @@ from tests.conftest import ROOT, smoke_dict
 
 def test_shipped_configs_are_valid():
     default = load(ROOT / "config" / "default.yaml")
-    # models x regimes x methods x lrs x seeds, and the learned temperature in RL alone
-    assert len(default.runs()) == 2 * 2 * 4 * 3 * 3 + 2 * 3 * 3
-    assert {r.regime for r in default.runs() if r.method == "temperature"} == {"rl"}
+    # models x regimes x methods x lrs x seeds, and the two trained sharpening controls in RL alone
+    assert len(default.runs()) == 1 * 2 * 3 * 5 * 2 + 1 * 2 * 5 * 2
+    assert {r.regime for r in default.runs() if r.method in ("temperature", "majority")} == {"rl"}
     assert len(default.confirmation.seeds["rl"]) >= 10  # the RL verdicts' seeds (MLPerf asks 10 runs)
     smoke = load(ROOT / "config" / "smoke.yaml")
     assert {r.regime for r in smoke.runs()} == {"rl", "sft"}
@@ -34,17 +34,19 @@ def test_shipped_configs_are_valid():
         "two-by-two",
         "learning-pilot",
         "learning",
+        "sharpening",
     ],
 )
 def test_experiment_configs_layer_over_the_default(name, tmp_path):
     default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
+    strong = yaml.safe_load((ROOT / "config" / "experiments" / "sharpening.yaml").read_text())  # the old default
     over = yaml.safe_load((ROOT / "config" / "experiments" / f"{name}.yaml").read_text())
     cfg = validate(layer(default, over))
     beside = name in ("levers", "tinylora")  # these add runs to the default study's own results
     assert cfg.experiment == ("default" if beside else name)
     if name == "tinylora":
         tiny = [r for r in cfg.runs() if r.method.startswith("tinylora")]
-        assert {r.regime for r in tiny} == {"rl", "sft"} and len(tiny) == 3 * 2 * 2 * 3 * len(cfg.seeds)
+        assert {r.regime for r in tiny} == {"rl", "sft"} and len(tiny) == 3 * 2 * len(cfg.models) * 3 * len(cfg.seeds)
     elif name == "rl-capacity":
         task = cfg.tasks["rl"]
         assert task_of(task).stores_table and params_of(task).alphabet == 2 and cfg.regimes == ["rl"]
@@ -54,7 +56,7 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
             "nsr": cfg.rl.model_copy(update={"advantage_sign": "negative"}),
             "filter": cfg.rl.model_copy(update={"variance_filter": True}),
         }
-        assert len(cfg.levers.seeds) >= 3 and {cfg.lever_study(n).regimes[0] for n in cfg.levers.variants} == {"rl"}
+        assert cfg.levers.seeds == cfg.seeds and {cfg.lever_study(n).regimes[0] for n in cfg.levers.variants} == {"rl"}
     elif name == "crossover":  # both regimes on one table per size, 3 seeds, each at the study's chosen lr
         chosen = {(g, m, x): 1e-3 for g in cfg.regimes for m in cfg.models for x in cfg.methods}
         for n in cfg.capacity.n_facts:
@@ -62,11 +64,14 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
             assert sub.regimes == ["rl", "sft"] and sub.tasks["rl"] == sub.tasks["sft"]
             assert len(sub.runs()) == 2 * len(cfg.capacity.methods) * len(cfg.capacity.seeds)
         assert len(cfg.capacity.seeds) >= 3 and len(cfg.capacity.n_facts) >= 3
-    elif name == "learning-pilot":  # a weaker base than the default's, longer RL, the controls in the grid
-        assert cfg.pretrain.steps < default["pretrain"]["steps"] and cfg.rl.steps > default["rl"]["steps"]
+    elif name == "sharpening":  # the old default: strong bases on both models, short RL, no lr extension
+        assert cfg.pretrain.steps > default["pretrain"]["steps"] and cfg.rl.steps < default["rl"]["steps"]
+        assert len(cfg.models) == 2 and cfg.analysis.lr_extension == 0 and "majority" not in cfg.methods
+    elif name == "learning-pilot":  # a weaker base than the sharpening arm's, longer RL, the controls in the grid
+        assert cfg.pretrain.steps < strong["pretrain"]["steps"] and cfg.rl.steps > strong["rl"]["steps"]
         assert "temperature" in cfg.regime_methods("rl") and cfg.regimes == ["rl"]
     elif name == "learning":  # per-model weaker bases, all three sharpening controls, grids that extend
-        assert all(cfg.pretrain.of(m).steps < default["pretrain"]["steps"] for m in cfg.models)
+        assert all(cfg.pretrain.of(m).steps < strong["pretrain"]["steps"] for m in cfg.models)
         assert len({cfg.pretrain.of(m).steps for m in cfg.models}) == len(cfg.models) == 2
         assert {"temperature", "majority", "fullft", "lora-r1"} <= set(cfg.regime_methods("rl"))
         assert cfg.analysis.lr_extension >= 1 and len(cfg.confirmation.seeds["rl"]) >= 6
@@ -75,7 +80,7 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
         assert not task_of(cfg.tasks["sft"]).stores_table
     elif name == "capacity":
         assert cfg.regimes == ["rl"] and len(cfg.capacity.n_facts) >= 2
-        per_size = 2 * len(cfg.capacity.methods) * len(cfg.learning_rates["sft"].lora) * len(cfg.capacity.seeds)
+        per_size = len(cfg.models) * len(cfg.capacity.methods) * len(cfg.learning_rates["sft"].lora) * len(cfg.capacity.seeds)
         assert {len(cfg.capacity_study(n).runs()) for n in cfg.capacity.n_facts} == {per_size}
         assert len(cfg.capacity.seeds) >= 3  # the fall-off is the equivalence rule over seeds
     else:
