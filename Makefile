@@ -10,7 +10,7 @@ PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: image image-check study-in-image gpu-vendor slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover two-by-two learning-pilot learning real test benchmark lint env
+.PHONY: image image-check study-in-image gpu-vendor gpu-rehearsal slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover two-by-two learning-pilot learning real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -124,3 +124,17 @@ gpu-vendor: env
 	$(VENV)/bin/pip install --quiet --no-deps --target .gpu-vendor --python-version 3.12 --only-binary=:all: \
 		--platform manylinux_2_17_x86_64 $(PIP_ARGS) \
 		$$(grep -iE '^(pydantic|pydantic_core|annotated-types|typing-inspection|typing_extensions)==' envs/cpu.lock.txt)
+
+# A rehearsal of the GPU box on the CPU: its Python (3.12) and exactly its packages (envs/gpu-box.txt,
+# no-deps: nothing else of the lock; about 4.7 GB, as PyPI's torch 2.11.0 brings CUDA's libraries),
+# the wheels that would be carried (gpu-vendor) and their size with the code against the 64 MiB a
+# call may carry, then scripts/gpu-check --cpu --tiny in it, on one thread.
+PYTHON312 ?= python3.12
+GPU_BOX := .venv-gpu-box
+gpu-rehearsal: gpu-vendor
+	test -x $(GPU_BOX)/bin/python || $(PYTHON312) -m venv $(GPU_BOX)
+	PIP_CONSTRAINT= $(GPU_BOX)/bin/pip install --quiet --no-deps --no-compile $(PIP_ARGS) -r envs/gpu-box.txt
+	$(GPU_BOX)/bin/python -c "import sys; assert sys.version_info[:2] == (3, 12), sys.version"
+	! $(GPU_BOX)/bin/python -c "import pydantic" 2>/dev/null  # the box has none: gpu-check must use the carried one
+	$(GPU_BOX)/bin/python scripts/travel-size .gpu-vendor
+	OMP_NUM_THREADS=1 $(GPU_BOX)/bin/python scripts/gpu-check --cpu --tiny

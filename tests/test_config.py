@@ -80,7 +80,8 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
         assert not task_of(cfg.tasks["sft"]).stores_table
     elif name == "capacity":
         assert cfg.regimes == ["rl"] and len(cfg.capacity.n_facts) >= 2
-        per_size = len(cfg.models) * len(cfg.capacity.methods) * len(cfg.learning_rates["sft"].lora) * len(cfg.capacity.seeds)
+        per_size = len(cfg.models) * len(cfg.capacity.methods) * len(cfg.learning_rates["sft"].lora)
+        per_size *= len(cfg.capacity.seeds)
         assert {len(cfg.capacity_study(n).runs()) for n in cfg.capacity.n_facts} == {per_size}
         assert len(cfg.capacity.seeds) >= 3  # the fall-off is the equivalence rule over seeds
     else:

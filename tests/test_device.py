@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 
 import pytest
@@ -363,41 +364,81 @@ def test_gradient_checkpointing_gives_the_same_loss_and_gradients(study, tmp_pat
     assert_close_grads(out[0][1], out[1][1])
 
 
-def test_gpu_check_runs_its_code_path_on_the_cpu_and_skips_without_cuda():
-    """scripts/gpu-check at toy shapes on the CPU (the GPU run is the same code), and its no-CUDA exit."""
+# Carried to the box by `make gpu-vendor` (the Makefile's list): pydantic and what it needs.
+CARRIED = {"pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions"}
+
+
+def box_site(tmp_path):
+    """A folder that holds, as links into this environment, only the packages the GPU box has
+    (envs/gpu-box.txt) and those gpu-check carries; with `python -S` it is the whole path."""
+    import importlib.metadata
+    import re
+
+    from packaging.requirements import Requirement
+
+    from .conftest import ROOT
+
+    def canonical(name):
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    lines = (ROOT / "envs" / "gpu-box.txt").read_text().splitlines()
+    allowed = {canonical(line.split("==")[0]) for line in lines if "==" in line} | CARRIED
+    # and what this environment's versions of them need (the lock's huggingface_hub needs httpx2)
+    dists = {canonical(d.metadata["Name"]): d for d in importlib.metadata.distributions()}
+    todo = [n for n in allowed if n in dists]
+    while todo:
+        for spec in dists[todo.pop()].requires or []:
+            req = Requirement(spec)
+            name = canonical(req.name)
+            if (req.marker is None or req.marker.evaluate({"extra": ""})) and name not in allowed:
+                allowed.add(name)
+                todo += [name] if name in dists else []
+    site = tmp_path / "box-site"
+    site.mkdir()
+    for dist in importlib.metadata.distributions():
+        if canonical(dist.metadata["Name"]) not in allowed:
+            continue
+        for top in {f.parts[0] for f in dist.files or [] if f.parts[0] != ".."}:
+            source = dist.locate_file(top)
+            if not (site / top).exists() and (top.endswith(".dist-info") or not top.endswith(".pth")):
+                (site / top).symlink_to(source)
+    return site
+
+
+def test_gpu_check_runs_on_the_cpu_with_only_the_gpu_boxs_packages_and_skips_without_cuda(tmp_path):
+    """scripts/gpu-check at toy shapes on the CPU (the GPU run is the same code) with nothing on the
+    path but the box's packages (envs/gpu-box.txt) and the carried ones: a module it reaches that
+    needs another package (vLLM, Snakemake, datasets, ...) fails here. The rankone modules it
+    imports are the ones its docstring lists."""
     import subprocess
     import sys
 
     from .conftest import ROOT
 
     script = str(ROOT / "scripts" / "gpu-check")
+    args = "--cpu --tiny --steps 2 --prompts 2 --group 4 --tokens 8 --micro-batch 4 --models qwen3-0.6b".split()
+    wrapper = (
+        "import json, runpy, sys\n"
+        f"sys.argv = [{script!r}, *{args!r}]\n"
+        "try:\n"
+        f"    runpy.run_path({script!r}, run_name='__main__')\n"
+        "except SystemExit as stop:\n"
+        "    code = stop.code\n"
+        "print('MODULES', json.dumps(sorted(m for m in sys.modules if m.startswith('rankone'))))\n"
+        "sys.exit(code)\n"
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(box_site(tmp_path)), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [
-            sys.executable,
-            script,
-            "--cpu",
-            "--tiny",
-            "--steps",
-            "2",
-            "--prompts",
-            "2",
-            "--group",
-            "4",
-            "--tokens",
-            "8",
-            "--micro-batch",
-            "4",
-            "--models",
-            "qwen3-0.6b",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-S", "-c", wrapper], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
     )
     assert done.returncode == 0, done.stdout + done.stderr
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert [r["method"] for r in results] == ["fullft", "lora-r1"]
     assert all(r["weights_moved_share"] > 0.9 and r["gap_floor"] < 1e-3 for r in results), results
+    reached = json.loads(done.stdout.split("MODULES ", 1)[1].splitlines()[0])
+    doc = (ROOT / "scripts" / "gpu-check").read_text().split("and no others", 1)[1].split(":", 1)[1]
+    listed = [m.strip() for m in doc.split("\n\n", 1)[0].split(",")]
+    assert reached == sorted(listed)
     if not torch.cuda.is_available():
         skipped = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
         assert skipped.returncode == 0 and "no CUDA device here" in skipped.stdout
