@@ -117,18 +117,19 @@ lint: env
 	snakemake --lint
 	snakefmt --check .
 
-# For scripts/gpu-check on a bare CUDA machine (Python 3.12, no pydantic): the locked pydantic
-# and what it needs, unpacked for CPython 3.12 on x86_64 into .gpu-vendor/ (about 7 MB), which
+# For scripts/gpu-check and gpu-first-contact on a bare CUDA machine (Python 3.12, no pydantic, no
+# datasets): the locked pydantic and datasets and what they need beyond the box's, unpacked for CPython 3.12 on x86_64 into .gpu-vendor/ (about 7 MB), which
 # gpu-check puts on its path. Carry that folder with the repository.
 gpu-vendor: env
 	$(VENV)/bin/pip install --quiet --no-deps --target .gpu-vendor --python-version 3.12 --only-binary=:all: \
 		--platform manylinux_2_17_x86_64 $(PIP_ARGS) \
-		$$(grep -iE '^(pydantic|pydantic_core|annotated-types|typing-inspection|typing_extensions)==' envs/cpu.lock.txt)
+		$$(grep -iE '^(pydantic|pydantic_core|annotated-types|typing-inspection|typing_extensions|datasets|dill|multiprocess)==' envs/cpu.lock.txt)
 
 # A rehearsal of the GPU box on the CPU: its Python (3.12) and exactly its packages (envs/gpu-box.txt,
 # no-deps: nothing else of the lock; about 4.7 GB, as PyPI's torch 2.11.0 brings CUDA's libraries),
 # the wheels that would be carried (gpu-vendor) and their size with the code against the 64 MiB a
-# call may carry, then scripts/gpu-check --cpu --tiny in it, on one thread.
+# call may carry, then scripts/gpu-check --cpu --tiny and gpu-first-contact's every phase at toy
+# sizes in it, on one thread.
 PYTHON312 ?= python3.12
 GPU_BOX := .venv-gpu-box
 gpu-rehearsal: gpu-vendor
@@ -138,3 +139,5 @@ gpu-rehearsal: gpu-vendor
 	! $(GPU_BOX)/bin/python -c "import pydantic" 2>/dev/null  # the box has none: gpu-check must use the carried one
 	$(GPU_BOX)/bin/python scripts/travel-size .gpu-vendor
 	OMP_NUM_THREADS=1 $(GPU_BOX)/bin/python scripts/gpu-check --cpu --tiny
+	OMP_NUM_THREADS=1 $(GPU_BOX)/bin/python scripts/gpu-first-contact --cpu --tiny --out build/first-contact \
+		--steps 2 --tokens 16 --sft-batch 8 --run-steps 20 --pretrain-steps 20

@@ -364,8 +364,9 @@ def test_gradient_checkpointing_gives_the_same_loss_and_gradients(study, tmp_pat
     assert_close_grads(out[0][1], out[1][1])
 
 
-# Carried to the box by `make gpu-vendor` (the Makefile's list): pydantic and what it needs.
-CARRIED = {"pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions"}
+# Carried to the box by `make gpu-vendor` (the Makefile's list): pydantic, datasets and what they need.
+CARRIED = {"pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions", "datasets", "dill"}
+CARRIED |= {"multiprocess"}
 
 
 def box_site(tmp_path):
@@ -393,8 +394,8 @@ def box_site(tmp_path):
             if (req.marker is None or req.marker.evaluate({"extra": ""})) and name not in allowed:
                 allowed.add(name)
                 todo += [name] if name in dists else []
-    site = tmp_path / "box-site"
-    site.mkdir()
+    site = tmp_path / "box" / "site-packages"  # so named: dill tells installed modules by the path
+    site.mkdir(parents=True)
     for dist in importlib.metadata.distributions():
         if canonical(dist.metadata["Name"]) not in allowed:
             continue
@@ -442,3 +443,43 @@ def test_gpu_check_runs_on_the_cpu_with_only_the_gpu_boxs_packages_and_skips_wit
     if not torch.cuda.is_available():
         skipped = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
         assert skipped.returncode == 0 and "no CUDA device here" in skipped.stdout
+
+
+def test_gpu_first_contact_runs_every_phase_on_the_cpu_with_only_the_gpu_boxs_packages(tmp_path):
+    """scripts/gpu-first-contact at toy sizes on the CPU, nothing on the path but the box's packages:
+    the matmul peak, the RL and SFT steps beside the planner's memory, and a whole (toy) run through
+    rankone's stages, each phase written to the JSON and the Markdown table as it ends."""
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    script = str(ROOT / "scripts" / "gpu-first-contact")
+    args = "--cpu --tiny --steps 1 --prompts 2 --group 2 --tokens 4 --micro-batch 2 --sft-batch 2"
+    args += " --run-steps 2 --pretrain-steps 5 --models llama-3.2-1b"
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(box_site(tmp_path)), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-S", script, *args.split(), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((out / "first-contact.json").read_text())
+    assert report["failures"] == [] and report["peak_tflops"] > 0
+    assert [(r["phase"], r["method"]) for r in report["rl"] + report["sft"]] == [
+        ("rl", "fullft"),
+        ("rl", "lora-r1"),
+        ("sft", "fullft"),
+        ("sft", "lora-r1"),
+    ]
+    assert all(r["planned_peak_gib"] > 0 and r["weights_moved_share"] > 0.4 for r in report["rl"])  # LoRA: B, then A
+    (run,) = report["run"]
+    assert run["status"] == "completed" and run["steps_completed"] == 2
+    table = (out / "first-contact.md").read_text()
+    assert "## rl" in table and "## sft" in table and "## run" in table
+    estimate = subprocess.run([sys.executable, script, "--estimate"], capture_output=True, text=True, timeout=120)
+    assert estimate.returncode == 0 and "total: about" in estimate.stdout
