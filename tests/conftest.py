@@ -126,7 +126,7 @@ def venv_env(**extra: str) -> dict:
 def copy_workflow(workdir: Path) -> Path:
     """What a clone needs to run the workflow, copied into `workdir` (made if missing)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    for item in ("Snakefile", "workflow", "config", "src", "envs"):
+    for item in ("workflow", "config", "src", "envs"):
         src = ROOT / item
         (shutil.copytree if src.is_dir() else shutil.copy)(src, workdir / item)
     return workdir

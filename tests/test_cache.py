@@ -21,7 +21,7 @@ MODELS = {"llama-tiny": "LlamaForCausalLM", "qwen3-tiny": "Qwen3ForCausalLM"}
 
 def checkout(dest: Path) -> Path:
     dest.mkdir()
-    for item in ("Snakefile", "workflow", "config", "src", "envs"):
+    for item in ("workflow", "config", "src", "envs"):
         src = ROOT / item
         (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / item)
     return dest

@@ -52,7 +52,8 @@ CONFIRM_SEEDS = {
 # Runs the library from this checkout (also inside a conda env, where rankone is not
 # installed). Relative to the working directory, so the command, a param, is the same
 # in every checkout and the between-workflow cache can match across them.
-SRC = f"{workflow.basedir}/src"
+# workflow/Snakefile: the repository is its folder's parent.
+SRC = str(Path(workflow.basedir).parent / "src")
 RANKONE = "PYTHONPATH=src python -m rankone"
 ML_ENV = "../../envs/conda/ml.yaml"
 ANALYSIS_ENV = "../../envs/conda/analysis.yaml"
