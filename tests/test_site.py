@@ -155,3 +155,25 @@ def test_the_answer_is_in_the_first_viewport(site, browser):
     for name in ("forest", "headline"):
         top, bottom, width = boxes[name]
         assert 0 <= top and bottom <= VIEWPORT["height"] and width > 200, (name, boxes[name])
+
+
+def test_a_published_study_has_results_a_tool_can_read(site):
+    """results.json beside the page: every judged (regime, model, method) with its lr, seeds, score and
+    interval, and rank 1's verdict against FullFT as verdicts.csv gives it, with the config's digest."""
+    import hashlib
+    import json
+
+    import pandas as pd
+
+    _, root = site
+    data = json.loads((root / "smoke" / "results.json").read_text())
+    config = (root / "smoke" / "config.yaml").read_bytes()
+    assert data["experiment"] == "smoke" and data["config_sha256"] == hashlib.sha256(config).hexdigest()
+    rows = {(m["regime"], m["model"], m["method"]): m for m in data["methods"]}
+    assert {("rl", "llama-tiny", "lora-r1"), ("sft", "qwen3-tiny", "fullft")} <= set(rows)
+    rl = rows[("rl", "llama-tiny", "lora-r1")]
+    assert rl["seeds"] == [2, 3] and rl["test_score_ci"][0] <= rl["test_score"] <= rl["test_score_ci"][1]
+    verdicts = pd.read_csv(root / "smoke" / "data" / "verdicts.csv")
+    v = verdicts[(verdicts.metric == "score") & (verdicts.method == "lora-r1") & (verdicts.regime == "rl")]
+    v = v[v.model == "llama-tiny"].iloc[0]
+    assert rl["against_fullft"]["verdict"] == v.verdict and rl["against_fullft"]["gap"] == v.gap
