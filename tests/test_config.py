@@ -390,3 +390,13 @@ def test_an_extension_round_runs_only_its_lrs_on_the_sweeps_seeds():
     assert cfg.extension_study({}).runs() == []  # no edge: a round without runs, not the grid
     with pytest.raises(ConfigError, match="extension of rl/mystery/lora-r1: not a method of the sweep"):
         cfg.extension_study({("rl", "mystery", "lora-r1"): 0.1})
+
+
+def test_each_regimes_confirmation_study_holds_only_the_methods_that_run_in_it():
+    """The default study confirms SFT too: its confirmation study leaves out the RL-only controls (the
+    learned temperature, the majority-vote reward), which have no SFT grid, and RL's keeps them."""
+    cfg = load(ROOT / "config" / "default.yaml")
+    chosen = {(r.regime, r.model, r.method): r.lr for r in cfg.runs()}
+    sft, rl = cfg.confirm_study(chosen, "sft"), cfg.confirm_study(chosen, "rl")
+    assert sft.methods == ["fullft", "lora-r1", "lora-r16"] and {"temperature", "majority"} <= set(rl.methods)
+    assert {r.seed for r in sft.runs()} == set(cfg.confirmation.seeds["sft"])

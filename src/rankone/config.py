@@ -931,6 +931,7 @@ class StudyConfig(Grid):
         data = self.model_dump(mode="json")
         data.update(
             regimes=[regime],
+            methods=self.regime_methods(regime),  # not the RL-only controls in an SFT confirmation
             seeds=self.confirmation.seeds[regime],
             confirmation=None,
             capacity=None,
