@@ -172,3 +172,23 @@ def test_evaluate_names_an_off_grid_method_and_missing_data_in_one_line(tmp_path
             env=env,
         )
         assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, method
+
+
+def test_help_lists_every_command_once_in_its_group():
+    """`rankone --help` groups the commands (check and size, inspect, stages, publish, maintainer); a
+    command added without a group fails here (argparse's own list of choices names every command)."""
+    import re
+
+    from rankone.cli import COMMAND_GROUPS
+
+    def rankone(*args):
+        return subprocess.run([sys.executable, "-m", "rankone", *args], capture_output=True, text=True, cwd=ROOT)
+
+    out = rankone("--help")
+    assert out.returncode == 0 and all(f"{group}:" in out.stdout for group in COMMAND_GROUPS)
+    listed = [
+        line.split()[0] for line in out.stdout.split("check and size a study:")[1].splitlines() if line[:2] == "  "
+    ]
+    choices = re.findall(r"'([a-z-]+)'", rankone("no-such-command").stderr.split("choose from", 1)[1])
+    assert sorted(listed) == sorted(choices) and len(set(listed)) == len(listed)
+    assert all(rankone(name, "--help").returncode == 0 for name in ("train", "findings", "plan"))

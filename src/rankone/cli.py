@@ -269,6 +269,42 @@ def config_reference() -> str:
     return markdown(json_schema(), {"rollout.engine": ENGINES, "rl.baseline": BASELINES, "rl.loss": LOSSES})
 
 
+# `rankone --help` lists the commands in these groups, in this order.
+COMMAND_GROUPS = {
+    "check and size a study": ["check", "plan", "resolve"],
+    "inspect a study": ["status", "runs", "summary"],
+    "stages (each Snakemake job runs one)": [
+        "data",
+        "models",
+        "rollouts",
+        "train",
+        "evaluate",
+        "select",
+        "analysis",
+        "capacity",
+        "updates",
+        "levers",
+        "truncation",
+        "report",
+    ],
+    "publish": ["publish", "findings"],
+    "maintainer": ["schema", "captions"],
+}
+
+
+def grouped_help(parser: argparse.ArgumentParser, sub) -> None:
+    """List the subcommands by COMMAND_GROUPS in `parser`'s help instead of argparse's one flat list."""
+    helps = {action.dest: action.help for action in sub._choices_actions}
+    width = max(map(len, helps)) + 2
+    lines = []
+    for group, names in COMMAND_GROUPS.items():
+        lines += [f"{group}:", *(f"  {n:<{width}}{helps[n]}" for n in names if n in helps), ""]
+    sub._choices_actions.clear()  # argparse's flat list, replaced by the groups below
+    sub.metavar, sub.help = "COMMAND", "one of the commands below; `rankone COMMAND --help` for its options"
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "\n".join(lines).rstrip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rankone", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"rankone {__version__}")
@@ -389,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     resolve.add_argument("--out", required=True)
     resolve.set_defaults(func=None)
 
+    grouped_help(parser, sub)
     args = parser.parse_args(argv)
     from rankone.launcher import follow_launcher, launched
 
