@@ -174,7 +174,7 @@ def test_rankone_plan_names_the_job_that_cannot_fit(tmp_path):
     assert out.returncode == 1, out.stderr[-2000:]
     assert "| train | qwen3-tiny | lora-r1 |" in out.stdout and "GPU-hours" in out.stdout
     assert "cannot fit: train llama-tiny fullft: needs" in out.stderr
-    assert "rl.micro_batch / sft.micro_batch cut them" in out.stderr  # the knob that fixes most of it
+    assert "it fits no number of GPUs" in out.stderr  # and no setting would: nothing is suggested
 
 
 def test_snakemake_refuses_a_study_whose_jobs_cannot_fit_before_running_any(tmp_path):
@@ -185,6 +185,31 @@ def test_snakemake_refuses_a_study_whose_jobs_cannot_fit_before_running_any(tmp_
     assert out.returncode != 0 and "Job stats" not in said
     assert "train llama-tiny fullft: needs" in said and "resources.train gives 1 x" in said, said[-3000:]
     assert "train qwen3-tiny lora-r1: needs" in said and "gives 2 x" in said
+
+
+def test_plan_names_the_setting_that_makes_a_job_fit_and_the_24_gb_config_fits():
+    """gpu-1.yaml on a 24 GB card: Qwen3-0.6B's train jobs do not fit, and the message names the
+    micro-batch that would make each fit (with the peak it would need); config/experiments/gpu-24gb.yaml
+    takes it and every job fits."""
+    files = [ROOT / "config/default.yaml", ROOT / "config/experiments/gpu-1.yaml"]
+    small = validate(layered_files(files, {"plan": {"gpu_memory_gb": 24}}))
+    lines = plan.misfits(small, plan.plan(small))
+    qwen = next(line for line in lines if line.startswith("train qwen3-0.6b fullft"))
+    assert re.search(r"it fits with rl\.micro_batch: \d+ \(\d+ GB\)", qwen), qwen
+    micro = int(re.search(r"rl\.micro_batch: (\d+)", qwen)[1])
+    fixed = validate(
+        layered_files(files, {"plan": {"gpu_memory_gb": 24}, "models": ["qwen3-0.6b"], "rl": {"micro_batch": micro}})
+    )
+    assert plan.misfits(fixed, plan.plan(fixed)) == []
+    config = validate(layered_files([*files, ROOT / "config/experiments/gpu-24gb.yaml"]))
+    assert plan.check(config) and config.plan.gpu_memory_gb == 24
+
+
+def test_the_one_gpu_profile_gives_snakemake_one_gpu(tmp_path):
+    workdir = copy_workflow(tmp_path / "repo")
+    out = snakemake(workdir, "-n", "--workflow-profile", "workflow/profiles/gpu-1", cores=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Using workflow specific profile workflow/profiles/gpu-1" in out.stdout + out.stderr
 
 
 def test_the_one_gpu_study_fits_one_gpu_and_its_dag_builds_offline(tmp_path):

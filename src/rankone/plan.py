@@ -379,11 +379,8 @@ def misfits(cfg: StudyConfig, estimates: list[Estimate]) -> list[str]:
         peak = e.peak(e.gpus_given)
         if peak > usable:
             need = f"it needs {e.gpus_needed} GPUs" if e.gpus_needed else "it fits no number of GPUs"
-            if e.stage in TRAINING and e.activations + e.logits > 0.25 * peak:  # the knob that fixes most of it
-                need += (
-                    f"; activations and logits ({(e.activations + e.logits) / GB:.0f} GB) grow with the rows one "
-                    "backward holds: rl.micro_batch / sft.micro_batch cut them (gradient_checkpointing: true too)"
-                )
+            fits = what_fits(cfg, e, usable)
+            need += f"; on {e.gpus_given} GPU(s) it fits with " + " or ".join(fits) if fits else ""
             lines.append(
                 f"{e.stage} {e.model} {e.method}: needs {peak / GB:.0f} GB on each of {e.gpus_given} GPU(s) "
                 f"(weights {e.weights / GB:.0f}, gradients {e.gradients / GB:.0f}, optimizer "
@@ -393,6 +390,47 @@ def misfits(cfg: StudyConfig, estimates: list[Estimate]) -> list[str]:
                 f"each; {need}"
             )
     return lines
+
+
+def what_fits(cfg: StudyConfig, e: Estimate, usable: float) -> list[str]:
+    """The settings that would make job `e` fit `usable` bytes on the GPUs it is given, each alone, with
+    the peak it would then need: the largest micro-batch that fits (rows one backward holds), gradient
+    checkpointing, and for vLLM the largest share of the GPU that leaves the rest room."""
+    gpus = e.gpus_given
+
+    def peak(**changes) -> float:
+        updates = {}
+        for key, value in changes.items():
+            section, _, field_ = key.partition(".")
+            if field_:
+                section_value = updates.get(section, getattr(cfg, section))
+                updates[section] = section_value.model_copy(update={field_: value})
+            else:
+                updates[key] = value
+        changed = cfg.model_copy(update=updates)
+        return estimate(changed, e.stage, e.model, e.method if e.method != "-" else None).peak(gpus)
+
+    found = []
+    if e.stage in TRAINING:
+        regime = "rl" if "rl" in cfg.regimes else "sft"
+        rows = cfg.rl.prompts_per_step * cfg.rl.group_size if regime == "rl" else cfg.sft.batch_size
+        current = getattr(cfg, regime).micro_batch or rows
+        for micro in (m for m in range(current - 1, 0, -1) if rows % m == 0):
+            need = peak(**{f"{regime}.micro_batch": micro})
+            if need <= usable:
+                found.append(f"{regime}.micro_batch: {micro} ({need / GB:.0f} GB)")
+                break
+        if not cfg.gradient_checkpointing and (need := peak(gradient_checkpointing=True)) <= usable:
+            found.append(f"gradient_checkpointing: true ({need / GB:.0f} GB)")
+    if cfg.rollout.engine == "vllm" and e.sampler > 0:
+        for share in (round(cfg.rollout.gpu_memory_utilization - 0.05 * k, 2) for k in range(1, 20)):
+            if share < 0.05:
+                break
+            need = peak(**{"rollout.gpu_memory_utilization": share})
+            if need <= usable:
+                found.append(f"rollout.gpu_memory_utilization: {share:g} ({need / GB:.0f} GB)")
+                break
+    return found
 
 
 def check(cfg: StudyConfig) -> list[Estimate]:
