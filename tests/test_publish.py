@@ -99,3 +99,18 @@ def test_regime_by_task_sorts_rank_one_rows_by_what_their_runs_learned(tmp_path)
     }
     text = "\n".join(regime_by_task_markdown(table))
     assert text.count("\n| problems") == 2 and text.count("\n| a random table") == 2 and "(none published)" not in text
+
+
+def test_a_study_whose_runs_another_published_study_holds_is_counted_once():
+    """The published learning-pilot, learning and default studies judged llama-tiny's RL on the same runs
+    (6, 6 and 10 seeds, the 6 shared byte for byte): the findings count the default's verdict and mark the
+    other two as held within a larger study; capacity and layers publish one set of RL runs."""
+    from tests.conftest import ROOT
+
+    from rankone.publish import published, rank1_verdicts
+
+    table = rank1_verdicts(ROOT / "reports", published(ROOT / "reports"))
+    rl = table[(table.part == "study") & (table.regime == "RL") & (table.model == "llama-tiny")].set_index("study")
+    assert rl.loc["default", "same_as"] == "" and "learning (12 of 20 runs)" in rl.loc["default", "shares"]
+    assert rl.loc["learning", "same_as"] == "default" and rl.loc["learning-pilot", "same_as"] in ("default", "learning")
+    assert {rl.loc["layers", "same_as"], rl.loc["capacity", "same_as"]} == {"capacity", ""}

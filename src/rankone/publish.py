@@ -385,14 +385,17 @@ def rank1_verdicts(reports_root: Path, entries: list[dict]) -> pd.DataFrame:
         if sub is not None:
             table = read_table(sub)
             parts += [(f"{n:,} keys", g.assign(metric="score")) for n, g in table.groupby("n_facts")]
+        judged = study_runs(data)
         for part, v in parts:
             score = v[(v.metric == "score") & v["rank"].notna()] if len(v) else v
             for (regime, model), g in score.groupby(["regime", "model"], sort=False):
                 r = g[g["rank"] == g["rank"].min()].iloc[0]
                 if r.seeds < 2:  # one seed has no interval: not a verdict (e.g. a crossover's lr pilot)
                     continue
+                runs = judged_keys(judged, regime, model, r.method) if part == "study" else frozenset()
                 rows.append(
                     {
+                        "runs": runs,
                         "study": e["experiment"],
                         "part": part,
                         "regime": report.NAMES.get(regime, regime),
@@ -409,7 +412,8 @@ def rank1_verdicts(reports_root: Path, entries: list[dict]) -> pd.DataFrame:
                 )
     table = pd.DataFrame(rows)
     if len(table):
-        table["same_as"] = same_runs(table)
+        table["same_as"] = same_runs(table).where(lambda same: same != "", contained_in(table))
+        table["shares"] = shared_runs(table)
         # a verdict that differs from the regime's most common one across studies, each set of runs once
         once = table[table.same_as == ""]
         common = once.groupby("regime").verdict.agg(lambda v: v.mode().iloc[0])
@@ -473,6 +477,52 @@ def regime_by_task_markdown(table: pd.DataFrame) -> list[str]:
                     f"{r.seeds} | {r.about} |"
                 )
     return [*lines, ""]
+
+
+def study_runs(data: Path) -> pd.DataFrame:
+    """The runs a published study's verdicts were judged on (its data folder), or none."""
+    if not all((data / n).is_file() for n in ("runs.csv", "best_lr.csv")):
+        return pd.DataFrame()
+    return report.judged_runs(data)
+
+
+def judged_keys(judged: pd.DataFrame, regime: str, model: str, method: str) -> frozenset:
+    """The runs behind one rank-1 verdict, `method`'s and FullFT's, each by what identifies it and
+    what it scored: two studies that publish the same run give the same key."""
+    if not len(judged) or "test_score" not in judged:
+        return frozenset()
+    rows = judged[(judged.regime == regime) & (judged.model == model) & judged.method.isin([method, "fullft"])]
+    return frozenset(
+        (r.regime, r.model, r.method, float(r.lr), int(r.seed), float(r.test_score)) for r in rows.itertuples()
+    )
+
+
+def contained_in(table: pd.DataFrame) -> pd.Series:
+    """For each row, a study whose verdict was judged on every run this row's was (and more, or the
+    same runs published earlier): `learning-pilot`'s llama-tiny runs are `learning`'s, and both are
+    the default study's. Such a row is counted once in the findings, under the larger study."""
+    out = []
+    for i, r in enumerate(table.itertuples()):
+        other = [
+            o.study
+            for j, o in enumerate(table.itertuples())
+            if j != i and r.runs and r.runs <= o.runs and (len(o.runs) > len(r.runs) or j < i)
+        ]
+        out.append(other[0] if other else "")
+    return pd.Series(out, index=table.index, dtype=str)
+
+
+def shared_runs(table: pd.DataFrame) -> pd.Series:
+    """For each row, the other studies it shares some of its judged runs with: 'study (k of n runs)'."""
+    out = []
+    for i, r in enumerate(table.itertuples()):
+        shares = [
+            f"{o.study} ({len(r.runs & o.runs)} of {len(r.runs)} runs)"
+            for j, o in enumerate(table.itertuples())
+            if j != i and r.runs & o.runs and not r.same_as
+        ]
+        out.append(", ".join(shares))
+    return pd.Series(out, index=table.index, dtype=str)
 
 
 def same_runs(table: pd.DataFrame) -> pd.Series:
@@ -576,7 +626,8 @@ def findings_markdown(reports_root: Path = Path("reports")) -> str:
         ]
         for r in table.itertuples():
             verdict = f"**{r.verdict}**" if r.differs else r.verdict
-            notes = ["exploratory"] * r.exploratory + [f"same runs as {r.same_as}: counted once"] * bool(r.same_as)
+            notes = ["exploratory"] * r.exploratory + [f"runs within {r.same_as}'s: counted once"] * bool(r.same_as)
+            notes += [f"shares runs with {r.shares}"] * bool(r.shares)
             out.append(
                 f"| {r.study} | {r.part} | {r.regime} | {r.model} | {r.rank} | {verdict} | {_gap(r)} | {r.seeds} "
                 f"| {'; '.join(notes)} |"
