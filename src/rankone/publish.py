@@ -77,26 +77,22 @@ def results_json(cfg: StudyConfig, study_yaml: Path, entry: dict, analysis: dict
     on test over the seeds the verdicts were judged on (mean, t interval at analysis.confidence), those
     seeds, the chosen lr, and the primary verdict against FullFT (gap, interval, margin, p-values); with
     the study's config digest and the commits its runs ran at."""
-    from statsmodels.stats.weightstats import DescrStatsW
+    from rankone.analysis import interval
 
     judged, verdicts = analysis["judged"], analysis["verdicts"]
     score = verdicts[verdicts.metric == "score"] if len(verdicts) else verdicts
     methods = []
     for (regime, model, method), runs in judged.groupby(["regime", "model", "method"], sort=True):
-        values = runs["test_score"].dropna().astype(float)
-        low, high = (
-            DescrStatsW(values.to_numpy()).tconfint_mean(alpha=1 - cfg.analysis.confidence)
-            if len(values) > 1
-            else (None, None)
-        )
+        values = [float(x) for x in runs["test_score"].dropna()]
+        mean, low, high = interval(values, cfg.analysis.confidence) if values else (None, None, None)
         row = {
             "regime": regime,
             "model": model,
             "method": method,
             "lr": float(runs["lr"].iloc[0]),
             "seeds": sorted(int(x) for x in runs["seed"]),
-            "test_score": float(values.mean()) if len(values) else None,
-            "test_score_ci": [None if low is None else float(low), None if high is None else float(high)],
+            "test_score": mean,
+            "test_score_ci": [None if x is None or pd.isna(x) else x for x in (low, high)],
         }
         mine = score[(score.regime == regime) & (score.model == model) & (score.method == method)] if len(score) else []
         if len(mine):
@@ -516,11 +512,15 @@ def shared_runs(table: pd.DataFrame) -> pd.Series:
     """For each row, the other studies it shares some of its judged runs with: 'study (k of n runs)'."""
     out = []
     for i, r in enumerate(table.itertuples()):
-        shares = [
-            f"{o.study} ({len(r.runs & o.runs)} of {len(r.runs)} runs)"
-            for j, o in enumerate(table.itertuples())
-            if j != i and r.runs & o.runs and not r.same_as
-        ]
+        shares = (
+            []
+            if r.same_as  # counted once under another study: that note says it
+            else [
+                f"{o.study} ({len(r.runs & o.runs)} of {len(r.runs)} runs)"
+                for j, o in enumerate(table.itertuples())
+                if j != i and r.runs & o.runs
+            ]
+        )
         out.append(", ".join(shares))
     return pd.Series(out, index=table.index, dtype=str)
 

@@ -102,9 +102,7 @@ def model_card(cfg: StudyConfig, run: RunId, model_dir: Path | None, step: int) 
     from rankone.presets import GgufPreset, HubPreset, LocalPreset, preset
 
     spec = preset(run.model, cfg.local_models)
-    base = {"model": run.model}
     if isinstance(spec, HubPreset):
-        base.update(repo_id=spec.repo_id, revision=spec.revision)
         described = f"`{spec.repo_id}` at revision `{spec.revision}`"
     elif isinstance(spec, GgufPreset):
         described = f"`{spec.filename}` from the `{spec.package}` wheel (sha256 `{spec.sha256[:12]}`)"
@@ -120,8 +118,8 @@ def model_card(cfg: StudyConfig, run: RunId, model_dir: Path | None, step: int) 
     task = cfg.tasks[run.regime]
     steps = cfg.rl.steps if run.regime == "rl" else cfg.sft.steps
     front = ["---", f"library_name: {'peft' if kind in ('lora', 'tinylora') else 'transformers'}"]
-    if "repo_id" in base:
-        front.append(f"base_model: {base['repo_id']}")
+    if isinstance(spec, HubPreset):
+        front.append(f"base_model: {spec.repo_id}")
     front += ["tags:", "- rankone", f"- {run.regime}", f"- {run.method}", "---", ""]
     rows = [
         ("base model", f"{run.model}: {described}"),
