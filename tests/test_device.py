@@ -158,7 +158,7 @@ def rl_steps(policy, engine, fresh: Freshness, steps: int, lr: float, sync: bool
             )
         mask_B_C = s.completion_mask_B_C.float()
         gaps.append(sampler_gap(learner_B_C, s.sampler_logprobs_B_C, mask_B_C)[0])
-        fresh.check(gaps[-1], f"step {step}")
+        fresh.check(gaps[-1], f"step {step}", engine.version, step)
         if step == steps - 1:  # no step follows to see this update: skip its backward (the costly part in bf16)
             break
         advantages_P_G, keep_P = group_advantages((torch.arange(len(PROMPTS) * G) % 2).float().view(-1, G))
@@ -185,13 +185,16 @@ LRS = {"fullft": (1e-5, 1e-4), "lora-r1": (1e-3, 1e-3)}
 
 def assert_freshness_holds_in_bf16(make, model_dir, method: str):
     """A synced sampler passes 2 bf16 steps (the second after an update) whose gaps sit far above
-    fp32's 1e-3 threshold; a sampler never synced fails at step 1, the first after the policy moved."""
+    fp32's 1e-3 threshold; a sampler never synced fails at step 1, the first after the policy moved,
+    on the version it serves (exact) whatever its gap."""
     synced_lr, stale_lr = LRS[method]
     policy, engine = make(policy_of(model_dir, method))
     gaps = rl_steps(policy, engine, Freshness(1e-3, 2.0, 0.1), 2, synced_lr, sync=True)
     assert min(gaps) > 1e-3, gaps  # the bf16 noise floor: the fp32 rule alone would stop at step 0
     policy, engine = make(policy_of(model_dir, method))
-    with pytest.raises(StaleSamplerError, match="step 1: .*noise floor") as stale:
+    with pytest.raises(
+        StaleSamplerError, match="step 1: the engine serves the weights of update 0, the learner has made 1"
+    ) as stale:
         rl_steps(policy, engine, Freshness(1e-3, 2.0, 0.1), 2, stale_lr, sync=False)
     print(
         f"\n{method}: synced gaps {[round(g, 4) for g in gaps]} at lr {synced_lr:g}; stale at lr {stale_lr:g}: "
@@ -218,7 +221,7 @@ def test_freshness_check_holds_in_bf16_with_vllm(smollm2_short):
     def make(policy):  # one engine for both runs: re-synced to each fresh policy
         if not engines:
             engines.append(make_engine("vllm", policy, tokenizer, 1.0, TOKENS, model_dir, 1, 0, dtype="bfloat16"))
-        engines[0].sync(policy)
+        engines[0].sync(policy, 0)  # learner version 0: a fresh policy
         return policy, engines[0]
 
     try:
@@ -228,17 +231,22 @@ def test_freshness_check_holds_in_bf16_with_vllm(smollm2_short):
             engine.close()
 
 
-def test_freshness_uses_the_larger_of_the_threshold_and_the_noise_floor():
+def test_freshness_stops_on_a_stale_version_and_alarms_on_bf16_rounding():
     fp32 = Freshness(1e-3, 2.0, 0.1)
     fp32.check(2e-6, "step 0")
     fp32.check(9e-4, "step 1")  # under max_logprob_gap, though 450x the floor: the fp32 rule as before
     with pytest.raises(StaleSamplerError, match="max_logprob_gap"):
         fp32.check(1.1e-3, "step 2")
     bf16 = Freshness(1e-3, 2.0, 0.1)
-    bf16.check(4e-2, "step 0")
-    bf16.check(7.9e-2, "step 1")
-    with pytest.raises(StaleSamplerError, match="step 2: .*noise floor"):
-        bf16.check(8.1e-2, "step 2")
+    assert not bf16.check(4e-2, "step 0")
+    assert not bf16.check(7.9e-2, "step 1", 1, 1)
+    assert bf16.check(8.1e-2, "step 2", 2, 2)  # past 2x the floor, from the served weights: an alarm, not a stop
+    with pytest.raises(StaleSamplerError, match="step 3: .*max_noise_floor"):
+        bf16.check(0.11, "step 3", 3, 3)  # no rounding is that large
+    with pytest.raises(
+        StaleSamplerError, match="step 3: the engine serves the weights of update 2, the learner has made 3"
+    ):
+        bf16.check(4e-2, "step 3", 2, 3)  # stale at the floor's own gap: the version decides
     with pytest.raises(StaleSamplerError, match="step 0 .same weights on both sides.*max_noise_floor"):
         Freshness(1e-3, 2.0, 0.1).check(0.5, "step 0")
 

@@ -224,3 +224,24 @@ def test_the_one_gpu_study_fits_one_gpu_and_its_dag_builds_offline(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     train = int(re.search(r"^train\s+(\d+)$", out.stdout, re.M)[1])
     assert train == 2 * (3 + 4 * 4)  # per model: FullFT's 3 lrs, 4 ranks x 4 lrs (a job trains a cell's seeds)
+
+
+def test_vllm_takes_what_the_learner_leaves_and_plan_counts_its_sampling_waves():
+    from rankone.device import sampler_share
+
+    GB = 1e9
+    assert sampler_share(60 * GB, 80 * GB, 8 * GB, 0.9) == 0.55  # free, less Adam to come, less the headroom
+    assert sampler_share(5 * GB, 80 * GB, 8 * GB) == 0.05  # never less than 5%
+    left = plan.check(validate(paper()))  # rollout.gpu_memory_utilization unset
+    data = paper()
+    data["rollout"] = {**data["rollout"], "gpu_memory_utilization": 0.3}  # the old default
+    fixed = plan.check(validate(data))
+
+    def lora(estimates):
+        return next(e for e in estimates if e.stage == "train" and e.method == "lora-r1")
+
+    assert lora(left).max_num_seqs == 512  # paper.yaml's whole step: 32 prompts x 16 samples
+    assert lora(fixed).waves(1) > 2 * lora(left).waves(1) >= 2, (lora(fixed).waves(1), lora(left).waves(1))
+    usable = 0.9 * 80 * GB  # what the learner leaves fills the usable memory, and no more
+    assert lora(left).resident() + lora(left).sampler_at(1) == pytest.approx(usable)
+    assert any("sampling waves a step" in note for note in lora(fixed).notes)

@@ -14,7 +14,14 @@ import torch
 import torch.nn.functional as F
 
 from rankone.models.load import load_base, make_policy
-from rankone.models.sequences import completion_mask, encode_prompts, sample
+from rankone.models.sequences import (
+    ChosenLogprob,
+    completion_logprobs,
+    completion_mask,
+    encode_prompts,
+    own_width,
+    sample,
+)
 
 
 def generated(model, tokenizer, prompts, n, temperature, max_new_tokens, greedy=False):
@@ -128,3 +135,39 @@ def test_a_tokenizer_without_a_pad_token_pads_prompts_with_eos(tmp_path):
     torch.manual_seed(0)
     samples = sample(model, tokenizer, ["3+4=", "12+30="], 2, 1.0, 4)
     assert samples.completion_B_C.shape[0] == 4 and len(samples.texts) == 4
+
+
+def test_chosen_logprob_from_bf16_logits_matches_autograds_log_softmax():
+    """The bf16 path's log-probs and their gradient (recomputed in the backward, no fp32 copy kept)
+    are autograd's fp32 log-softmax of the same logits at the chosen tokens."""
+    gen = torch.Generator().manual_seed(0)
+    logits = (3 * torch.randn(2, 5, 50, generator=gen)).to(torch.bfloat16).requires_grad_()
+    tokens = torch.randint(0, 50, (2, 5), generator=gen)
+    weights = torch.randn(2, 5, generator=gen)
+    ours = ChosenLogprob.apply(logits, tokens, 0.7)
+    (ours * weights).sum().backward()
+    ours_grad, logits.grad = logits.grad.clone(), None
+    reference = torch.gather(F.log_softmax(logits.float() / 0.7, -1), -1, tokens.unsqueeze(-1)).squeeze(-1)
+    (reference * weights).sum().backward()
+    assert ours.dtype == torch.float32
+    torch.testing.assert_close(ours, reference, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(ours_grad.float(), logits.grad.float(), rtol=1e-2, atol=1e-3)  # bf16 gradients
+    assert ours_grad.dtype == torch.bfloat16 and ours_grad.abs().sum() > 0
+
+
+def test_rows_cut_to_their_own_width_score_what_the_whole_width_scores(study):
+    """A micro-batch cut to its own width (off the CPU) drops only padding: its rows' log-probs are
+    those the step's full width gives, to fp32 rounding, and shorter than the step's."""
+    cfg, at = study
+    model, tokenizer = load_base(at.model("llama-tiny"))
+    torch.manual_seed(0)
+    s = sample(model, tokenizer, ["3+4=", "12+30=", "7+8=", "100+200="], 2, 1.0, 6)
+    rows = slice(0, 2)  # the shortest prompt's samples: left padding the longer prompts needed
+    whole = [t[rows] for t in (s.prompt_ids_B_L, s.prompt_mask_B_L, s.completion_B_C, s.completion_mask_B_C)]
+    cut = own_width(*whole)
+    assert cut[0].shape[1] < whole[0].shape[1] and bool(cut[1][:, 0].any())
+    assert bool(cut[3][:, -1].any()) and cut[3].sum() == whole[3].sum()
+    with torch.no_grad():
+        full_C = completion_logprobs(model, *whole)
+        cut_c = completion_logprobs(model, *cut)
+    torch.testing.assert_close(F.pad(cut_c, (0, full_C.shape[1] - cut_c.shape[1])), full_C, rtol=1e-5, atol=1e-6)

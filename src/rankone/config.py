@@ -149,15 +149,31 @@ class RolloutConfig(Strict):
     samples_per_prompt: int = Field(8, ge=2, description="Samples per prompt for pass@k and zero-variance share.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
     max_new_tokens: int = Field(6, gt=0, description="Completion length cap.")
-    gpu_memory_utilization: float = Field(
-        0.3,
+    gpu_memory_utilization: float | None = Field(
+        None,
         gt=0,
         lt=1,
-        description="vLLM on CUDA: share of the GPU's memory vLLM may take (weights and KV cache); "
-        "the rest is the learner's (vLLM's own default, 0.9, leaves it none). Ignored on the CPU.",
+        description="vLLM on CUDA: share of the GPU's memory vLLM may take (weights and KV cache). Unset: what "
+        "the learner leaves while it samples, the GPU's free memory when the engine starts less the Adam moments "
+        "the learner's first step adds (8 bytes a trained parameter) and plan.usable_share's headroom; vLLM "
+        "sleeps during the update, so the update's activations and gradients need none of it. `rankone plan` "
+        "prints the share and the sampling waves it gives. Ignored on the CPU.",
     )
-    enforce_eager: bool = Field(
-        True, description="vLLM: run eagerly (no CUDA graphs, no compilation); false trades start-up time for speed."
+    enforce_eager: bool | None = Field(
+        None,
+        description="vLLM: run eagerly (no CUDA graphs, no compilation). Unset: eager on the CPU (the CPU studies' "
+        "bytes, no compile time), CUDA graphs on a GPU.",
+    )
+    prefix_caching: bool | None = Field(
+        None,
+        description="vLLM: reuse a prompt's KV cache for every sample of its group (one prefill per prompt, not per "
+        "sample; reset after every FullFT weight sync). Unset: on on a GPU, off on the CPU (the CPU studies' bytes).",
+    )
+    max_num_seqs: int | None = Field(
+        None,
+        gt=0,
+        description="vLLM: sequences decoded together. Unset: a whole RL step's (rl.prompts_per_step x "
+        "rl.group_size), at least vLLM's own 256.",
     )
 
 

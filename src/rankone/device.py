@@ -25,6 +25,13 @@ def resolve(device: str) -> torch.device:
     return torch.device(device)
 
 
+def sampler_share(free: int, total: int, reserve: int = 0, usable: float = 0.9) -> float:
+    """The share of a GPU (`total` bytes) a sampler may take beside a learner: the memory `free` now
+    (the learner's weights already loaded), less `reserve` bytes still to come (the Adam moments of the
+    learner's first step) and the `usable` headroom (CUDA context, fragmentation), at least 5%."""
+    return round(max(0.05, (free - reserve - (1 - usable) * total) / total), 3)
+
+
 def autocast(device: torch.device, dtype: str):
     """bf16 compute for every forward under it when `dtype` is bfloat16; else nothing changes."""
     if dtype != "bfloat16":

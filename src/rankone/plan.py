@@ -19,18 +19,23 @@ The memory model (bytes; N parameters, T trainable, t tokens in a micro-batch, V
 weights N x 4 (fp32: FullFT's masters, or every weight in an fp32 study) or N x 2 (a bf16 base
 under an adapter, plus the fp32 adapter), and in a bf16 FullFT update autocast's bf16 copies
 (N x 2); gradients T x 4; Adam T x 8; activations t x layers x `activation_elements` x element
-size (t x hidden per layer plus one block's with gradient checkpointing); logits
-t x V x element size plus the fp32 log-softmax of every completion token (kept for the backward
-pass) and one chunk's transient copies. Phases do not overlap: vLLM sleeps during the update
+size (t x hidden per layer plus one block's with gradient checkpointing), and in a bf16 FullFT
+update the residual stream and the norms autocast leaves in fp32 (4 hidden-size tensors a
+block, 2 more bytes each); logits: fp32, t x V x 4 plus the fp32 log-softmax of every
+completion token (kept for the backward pass); bf16 (a GPU: `logits_to_keep`), the completion's
+positions only and no fp32 copy kept (rankone.models.sequences.ChosenLogprob); and one chunk's
+transient copies. Phases do not overlap: vLLM sleeps during the update
 (rankone.rollouts.vllm), the learner frees its gradients before sampling, and the backward
 pass frees activations as it makes gradients, so the peak is the resident state (weights,
-Adam) plus the largest of sampling, the forward's end and the optimizer step (`Estimate.peak`).
+Adam) plus the largest of sampling, the forward's end (with micro-batches, the gradients of the
+slices before it too) and the optimizer step (`Estimate.peak`).
 Checked against measured peaks of RL steps on the CPU in tests/test_plan.py.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 
 from rankone.config import StudyConfig, lora_rank, method_kind, tail_steps, tinylora_size
@@ -193,9 +198,15 @@ class Estimate:
     activations: float = 0.0
     activations_no_checkpointing: float = 0.0
     logits: float = 0.0
-    sampler: float = 0.0  # vLLM's share, or the hf sampler's KV cache
+    sampler: float = 0.0  # vLLM's share, or the hf sampler's KV cache (on the GPUs the job is given)
     sampler_weights: float = 0.0
     sampler_kv: float = 0.0
+    left_share: float = 0.0  # vLLM with rollout.gpu_memory_utilization unset: the usable bytes it shares
+    gpu_bytes: float = 0.0
+    kv_needed: float = 0.0  # vLLM: the KV cache of all the sequences sampled together
+    sequences: int = 0  # vLLM: sequences sampled together, and how many it decodes at once
+    max_num_seqs: int = 256
+    micro_batched: bool = False  # a step in several backward passes: gradients held across them
     replica: float = 0.0  # FullFT under FSDP with the hf engine: process 0's unsharded fp32 copy to sample from
     flops_sampling: float = 0.0  # per step (RL) or per job (rollouts, evaluate)
     flops_update: float = 0.0
@@ -216,16 +227,37 @@ class Estimate:
         optimizer step (the gradients and foreach Adam's temporaries, one fp32 copy of them),
         since the backward pass frees activations as it makes gradients."""
         shard = gpus if self.shards else 1
-        forward = self.autocast_copies / shard + self.activations + self.logits
+        held = self.gradients / shard if self.micro_batched else 0.0  # the earlier slices' gradients
+        forward = self.autocast_copies / shard + self.activations + self.logits + held
         return max(forward, 2 * self.gradients / shard)
+
+    def resident(self, gpus: int = 1) -> float:
+        """Bytes held throughout on the busiest GPU: the weights and Adam state (sharded for FullFT
+        on several GPUs) and, sharded with the hf engine, process 0's replica."""
+        shard = gpus if self.shards else 1
+        return (self.weights + self.optimizer) / shard + (self.replica if shard > 1 else 0.0)
+
+    def sampler_at(self, gpus: int = 1) -> float:
+        """The sampler's bytes on each GPU: vLLM's configured share, or (unset) what the learner leaves
+        while it samples (rankone.device.sampler_share: the usable memory less the resident state),
+        at least 5% of the GPU; the hf sampler's KV cache."""
+        if not self.left_share:
+            return self.sampler
+        return max(0.05 * self.gpu_bytes, self.left_share - self.resident(gpus))
+
+    def waves(self, gpus: int = 1) -> int:
+        """vLLM's passes over the sequences sampled together: as many as its KV cache and its
+        max_num_seqs ask (each GPU of a sharded job samples its share); 0 when no KV cache is left."""
+        shard = gpus if self.shards else 1
+        kv = self.sampler_at(gpus) - self.sampler_weights
+        if kv <= 0:
+            return 0
+        return max(math.ceil(self.sequences / shard / self.max_num_seqs), math.ceil(self.kv_needed / shard / kv))
 
     def peak(self, gpus: int = 1) -> float:
         """Bytes on the busiest GPU when the job has `gpus` (FullFT's state sharded across them):
-        the resident weights and Adam state (and, sharded with the hf engine, process 0's replica),
-        plus the larger of sampling and the update."""
-        shard = gpus if self.shards else 1
-        replica = self.replica if shard > 1 else 0.0
-        return (self.weights + self.optimizer) / shard + replica + max(self.sampler, self.update(gpus))
+        the resident state plus the larger of sampling and the update."""
+        return self.resident(gpus) + max(self.sampler_at(gpus), self.update(gpus))
 
     def hours(self, cfg: StudyConfig) -> float:
         """GPU-hours of all `jobs` at plan.mfu of plan.gpu_peak_tflops."""
@@ -250,28 +282,36 @@ def update_memory(cfg: StudyConfig, shape: Shape, e: Estimate, sequences: int, t
     e.gradients = e.trainable * 4
     e.optimizer = e.trainable * 8  # Adam: two fp32 moments
     t = sequences * tokens
-    full = t * shape.num_hidden_layers * activation_elements(shape) * size
-    checkpointed = t * shape.num_hidden_layers * shape.hidden_size * size + t * activation_elements(shape) * size
+    # autocast leaves a FullFT block's residual stream and norms fp32: 4 hidden-size tensors, 2 bytes more each
+    wide = 4 * shape.hidden_size * 2 if fullft and cfg.dtype == "bfloat16" else 0
+    full = t * shape.num_hidden_layers * (activation_elements(shape) * size + wide)
+    stream = 4 if fullft else size  # the blocks' saved inputs: FullFT's residual stream (fp32 masters)
+    checkpointed = t * shape.num_hidden_layers * shape.hidden_size * stream + t * (
+        activation_elements(shape) * size + wide
+    )
     e.activations_no_checkpointing = full
     e.activations = checkpointed if cfg.gradient_checkpointing else full
     scored = sequences * completion
     chunk = min(scored, max(1, LOGPROB_CHUNK_TOKENS // max(completion, 1)) * completion)
-    e.logits = (t * size + scored * 4 + 2 * chunk * 4) * shape.vocab_size
+    if cfg.dtype == "bfloat16":  # on a GPU: logits for the completion only, no fp32 log-probs kept (ChosenLogprob)
+        e.logits = (sequences * (completion + 1) * size + 2 * chunk * 4) * shape.vocab_size
+    else:  # fp32 (the CPU's path): every position's logits and the fp32 log-softmax kept for the backward
+        e.logits = (t * size + scored * 4 + 2 * chunk * 4) * shape.vocab_size
 
 
 def sampler_memory(cfg: StudyConfig, shape: Shape, e: Estimate, sequences: int, tokens: int, own_weights: bool) -> None:
     """vLLM's share of the GPU (weights and KV cache), or the hf sampler's KV cache."""
     kv = 2 * shape.num_hidden_layers * shape.num_key_value_heads * shape.head_dim * sequences * tokens * 2
     if cfg.rollout.engine == "vllm":
-        e.sampler = cfg.rollout.gpu_memory_utilization * cfg.plan.gpu_memory_gb * GB
-        e.sampler_weights = e.parameters * 2
-        e.sampler_kv = e.sampler - e.sampler_weights
-        if e.sampler_kv < kv:
-            e.notes.append(
-                f"{e.stage} {e.model}: vLLM's share ({cfg.rollout.gpu_memory_utilization:g} of the GPU) "
-                f"leaves {e.sampler_kv / GB:.1f} GB of KV cache for {kv / GB:.1f} GB of sequences: it will "
-                "sample them in several waves"
-            )
+        e.sampler_weights, e.kv_needed, e.sequences = e.parameters * 2, kv, sequences
+        # a training run's engine decodes a whole step together (rankone.train.rl.open_engine)
+        e.max_num_seqs = cfg.rollout.max_num_seqs or (max(256, sequences) if e.stage in TRAINING else 256)
+        share = cfg.rollout.gpu_memory_utilization
+        if share is None:
+            e.gpu_bytes = cfg.plan.gpu_memory_gb * GB
+            e.left_share = cfg.plan.usable_share * e.gpu_bytes
+        else:
+            e.sampler = share * cfg.plan.gpu_memory_gb * GB
     else:
         e.sampler_kv = kv
         e.sampler = kv + (0 if own_weights else e.parameters * 2)
@@ -289,6 +329,7 @@ def estimate(cfg: StudyConfig, stage: str, model: str, method: str | None, shape
         if regime == "rl":
             P, G = cfg.rl.prompts_per_step, cfg.rl.group_size
             micro = cfg.rl.micro_batch or P * G
+            e.micro_batched = micro < P * G
             update_memory(cfg, shape, e, micro, prompt + completion, completion)
             sampler_memory(cfg, shape, e, P * G, prompt + completion, own_weights=cfg.rollout.engine == "hf")
             if e.shards and cfg.rollout.engine == "hf":
@@ -304,6 +345,7 @@ def estimate(cfg: StudyConfig, stage: str, model: str, method: str | None, shape
             e.steps = cfg.rl.steps
         else:
             micro = cfg.sft.micro_batch or cfg.sft.batch_size
+            e.micro_batched = micro < cfg.sft.batch_size
             update_memory(cfg, shape, e, micro, cfg.plan.sft_tokens, cfg.plan.sft_tokens)
             backward = 2 if e.shards else 1
             e.flops_update = (
@@ -367,6 +409,20 @@ def finish(cfg: StudyConfig, e: Estimate) -> None:
     spec = cfg.resources.get(e.stage)
     e.gpus_given = spec.for_job(e.model, None if e.method == "-" else e.method).get("gpu", 0) if spec else 0
     e.gpus_needed = fewest_gpus(cfg, e)
+    if cfg.rollout.engine == "vllm" and e.sampler_weights:
+        gpus = max(1, e.gpus_given)
+        e.sampler = e.sampler_at(gpus)
+        e.sampler_kv = e.sampler - e.sampler_weights
+        share = cfg.rollout.gpu_memory_utilization
+        told = f"{share:g} of the GPU" if share is not None else f"{e.sampler / GB:.0f} GB, what the learner leaves"
+        waves = e.waves(gpus)
+        if waves != 1:
+            e.notes.append(
+                f"{e.stage} {e.model} {e.method}: vLLM's share ({told}) leaves {e.sampler_kv / GB:.1f} GB of KV "
+                f"cache for {e.kv_needed / GB:.1f} GB of {e.sequences} sequences "
+                f"(rollout.max_num_seqs {e.max_num_seqs}): "
+                + (f"{waves} sampling waves a step" if waves else "none fits")
+            )
 
 
 def misfits(cfg: StudyConfig, estimates: list[Estimate]) -> list[str]:
@@ -422,7 +478,7 @@ def what_fits(cfg: StudyConfig, e: Estimate, usable: float) -> list[str]:
                 break
         if not cfg.gradient_checkpointing and (need := peak(gradient_checkpointing=True)) <= usable:
             found.append(f"gradient_checkpointing: true ({need / GB:.0f} GB)")
-    if cfg.rollout.engine == "vllm" and e.sampler > 0:
+    if cfg.rollout.engine == "vllm" and cfg.rollout.gpu_memory_utilization is not None and e.sampler > 0:
         for share in (round(cfg.rollout.gpu_memory_utilization - 0.05 * k, 2) for k in range(1, 20)):
             if share < 0.05:
                 break

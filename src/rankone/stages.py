@@ -97,7 +97,16 @@ STAGES: dict[str, Stage] = {
             "evaluate.at",
         ),  # training saves the weights at the checkpoints evaluate scores
         ("data", "models"),
-        per_regime={"rl": ("rollout.engine", "rollout.temperature", "rollout.max_new_tokens", "rollout.enforce_eager")},
+        per_regime={
+            "rl": (
+                "rollout.engine",
+                "rollout.temperature",
+                "rollout.max_new_tokens",
+                "rollout.enforce_eager",
+                "rollout.prefix_caching",
+                "rollout.max_num_seqs",
+            )
+        },
     ),
     # Samples through the configured rollout engine.
     "evaluate": Stage(
@@ -112,6 +121,8 @@ STAGES: dict[str, Stage] = {
             "sharpening.pass_at",
             "rollout.engine",
             "rollout.enforce_eager",
+            "rollout.prefix_caching",
+            "rollout.max_num_seqs",
             "rollout.max_new_tokens",
             "tasks.{regime}",
         ),

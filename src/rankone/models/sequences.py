@@ -121,7 +121,9 @@ def completion_logprobs(
     With `entropy`, (log-probs, the entropy of the distribution each token was drawn from, 0 where masked).
 
     The fp32 log-softmax runs over chunks of sequences (LOGPROB_CHUNK_TOKENS); each row's
-    values are what one pass over the whole batch gives, bit for bit."""
+    values are what one pass over the whole batch gives, bit for bit. Off the CPU only the completion's
+    positions get logits (`logits_to_keep`; the CPU studies keep their bytes), and low-precision logits
+    (bf16 autocast) go through `ChosenLogprob`, which keeps no fp32 copy of them for the backward."""
     device = model.device
     prompt_ids_B_L, prompt_mask_B_L, completion_B_C, completion_mask_B_C = (
         t.to(device) for t in (prompt_ids_B_L, prompt_mask_B_L, completion_B_C, completion_mask_B_C)
@@ -129,8 +131,11 @@ def completion_logprobs(
     ids_B_T = torch.cat([prompt_ids_B_L, completion_B_C], dim=1)
     attn_B_T = torch.cat([prompt_mask_B_L, torch.ones_like(completion_B_C)], dim=1)
     positions_B_T = (attn_B_T.cumsum(-1) - 1).clamp(min=0)
-    logits_B_T_V = model(input_ids=ids_B_T, attention_mask=attn_B_T, position_ids=positions_B_T).logits
     L, (B, C) = prompt_ids_B_L.shape[1], completion_B_C.shape
+    keep = {} if device.type == "cpu" else {"logits_to_keep": C + 1}  # the completion's positions, and one more
+    logits_B_T_V = model(input_ids=ids_B_T, attention_mask=attn_B_T, position_ids=positions_B_T, **keep).logits
+    if keep:
+        L = 1  # the kept logits start at position L - 1
     rows = max(1, LOGPROB_CHUNK_TOKENS // max(C, 1))
     if entropy:
         parts = [
@@ -143,6 +148,12 @@ def completion_logprobs(
             torch.cat([p[0] for p in parts]) * completion_mask_B_C,
             torch.cat([p[1] for p in parts]) * completion_mask_B_C,
         )
+    if logits_B_T_V.dtype != torch.float32:
+        parts = [
+            ChosenLogprob.apply(logits_B_T_V[i : i + rows, L - 1 : -1], completion_B_C[i : i + rows], temperature)
+            for i in range(0, B, rows)
+        ]
+        return torch.cat(parts) * completion_mask_B_C
     logprobs_B_C = torch.cat(
         [
             chosen_logprobs(logits_B_T_V[i : i + rows, L - 1 : -1].float() / temperature, completion_B_C[i : i + rows])
@@ -150,6 +161,44 @@ def completion_logprobs(
         ]
     )
     return logprobs_B_C * completion_mask_B_C
+
+
+def own_width(prompt_ids_b_L, prompt_mask_b_L, completion_b_C, completion_mask_b_C):
+    """Some rows of a step cut to their own width: the prompt columns that are padding in every row
+    (prompts are left-padded) and the completion columns past every row's last scored token go."""
+    first = int(prompt_mask_b_L.any(0).nonzero()[0]) if prompt_mask_b_L.any() else 0
+    last = int(completion_mask_b_C.any(0).nonzero()[-1]) + 1 if completion_mask_b_C.any() else 1
+    return (
+        prompt_ids_b_L[:, first:],
+        prompt_mask_b_L[:, first:],
+        completion_b_C[:, :last],
+        completion_mask_b_C[:, :last],
+    )
+
+
+class ChosenLogprob(torch.autograd.Function):
+    """log softmax(logits / temperature) at the chosen tokens, in fp32, from low-precision logits; keeps
+    only the logits themselves and one log-sum-exp per position for the backward, which recomputes the
+    fp32 softmax (autograd's log-softmax keeps its fp32 output: 4 bytes a vocabulary entry a token, ~10 GB
+    at gpu-1's shapes)."""
+
+    @staticmethod
+    def forward(ctx, logits_B_C_V, tokens_B_C, temperature: float):
+        scores_B_C_V = logits_B_C_V.float() / temperature
+        lse_B_C = torch.logsumexp(scores_B_C_V, -1)
+        chosen_B_C = torch.gather(scores_B_C_V, -1, tokens_B_C.unsqueeze(-1)).squeeze(-1) - lse_B_C
+        ctx.save_for_backward(logits_B_C_V, tokens_B_C, lse_B_C)
+        ctx.temperature = temperature
+        return chosen_B_C
+
+    @staticmethod
+    def backward(ctx, grad_B_C):
+        logits_B_C_V, tokens_B_C, lse_B_C = ctx.saved_tensors
+        # d/ds (s_token - lse) = onehot(token) - softmax(s); s = logits / temperature
+        grad_B_C_V = torch.exp(logits_B_C_V.float() / ctx.temperature - lse_B_C.unsqueeze(-1))
+        grad_B_C_V.mul_(-grad_B_C.unsqueeze(-1))
+        grad_B_C_V.scatter_add_(-1, tokens_B_C.unsqueeze(-1), grad_B_C.unsqueeze(-1))
+        return (grad_B_C_V / ctx.temperature).to(logits_B_C_V.dtype), None, None
 
 
 def chosen_logprobs(scores_B_C_V: torch.Tensor, tokens_B_C: torch.Tensor) -> torch.Tensor:

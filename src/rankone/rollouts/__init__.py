@@ -3,7 +3,8 @@
 An engine samples completions for prompts from the *current* policy and returns,
 per sample, the completion tokens, the sampler's per-token log-probs (used by the
 importance ratio) and the finish reason, on the model's device. `sync(model)` hands the
-learner's newest weights to the engine after every optimizer step; `sleep()`, called
+learner's newest weights to the engine after every optimizer step, and `version` names the learner
+version it serves (the freshness check's exact half); `sleep()`, called
 between sampling and the update, lets an engine that holds memory of its own (vLLM on
 CUDA) give it back until the next `sync` or `sample`.
 """

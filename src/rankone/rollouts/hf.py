@@ -15,9 +15,13 @@ class HFEngine:
     def __init__(self, model, tokenizer, temperature: float, max_new_tokens: int, dtype: str = "float32"):
         self.model, self.tokenizer = model, tokenizer
         self.temperature, self.max_new_tokens, self.dtype = temperature, max_new_tokens, dtype
+        self.version = 0  # the learner version it serves (rankone.train.pg.Freshness)
 
-    def sync(self, model) -> None:
+    def sync(self, model, version: int | None = None) -> None:
+        """Serve `model` (the learner's module itself: nothing to copy) as learner version `version`
+        (by default the next)."""
         self.model = model
+        self.version = self.version + 1 if version is None else version
 
     def sleep(self) -> None:
         pass

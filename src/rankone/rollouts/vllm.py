@@ -30,7 +30,11 @@ one shared seed two prompts' samples are drawn with the same noise, so they come
 place in the whole step (`first`), so the shares of several engines draw what one engine draws.
 
 Beside the learner on one GPU: vLLM takes `rollout.gpu_memory_utilization` of the
-GPU (not its default 0.9), and runs in sleep mode. Between sampling and the update
+GPU (not its default 0.9; unset, what the learner leaves while it samples:
+rankone.device.sampler_share), and runs in sleep mode. On a GPU it captures CUDA graphs and
+caches a prompt's KV for its whole group unless the config says otherwise; on the CPU it runs
+eagerly without the prefix cache (the CPU studies' bytes). It decodes a whole step's sequences
+together (`rollout.max_num_seqs`, unset: the step's, at least 256). Between sampling and the update
 the trainer calls `sleep()`: a LoRA run offloads the base weights to host memory and
 frees the KV cache (level 1); a FullFT run discards both (level 2), since `sync`
 overwrites every weight anyway. `sync` and `sample` wake what they need first. On
@@ -48,6 +52,7 @@ from pathlib import Path
 
 import torch
 
+from rankone.device import sampler_share
 from rankone.models.load import plain_state
 from rankone.models.sequences import Samples, completion_mask, decode_completions, encode_prompts
 
@@ -87,7 +92,7 @@ class VLLMEngine:
         self.tokenizer, self.temperature, self.max_new_tokens = tokenizer, temperature, max_new_tokens
         self.rank, self.dtype = rank, getattr(torch, dtype)
         self.lora_request = None
-        self._lora_id = 0
+        self._lora_id, self.version = 0, 0
         self._lora_root = Path(tempfile.mkdtemp(prefix="rankone-lora-"))
         self.cuda, self.asleep = model.device.type == "cuda", False
         lora = {}
@@ -95,10 +100,10 @@ class VLLMEngine:
             lora = {"enable_lora": True, "max_loras": 1, "max_lora_rank": min(r for r in LORA_RANKS if r >= rank)}
         max_model_len, kv_bytes = cache_size(model.config, longest=512 + max_new_tokens)
         if self.cuda:  # a share of the GPU, the rest left to the learner; asleep during updates
-            memory = {
-                "gpu_memory_utilization": options.gpu_memory_utilization if options else 0.3,
-                "enable_sleep_mode": True,
-            }
+            share = options.gpu_memory_utilization if options else None
+            if share is None:  # what the GPU has free now (rankone.train.rl resolves a learner's share)
+                share = sampler_share(*torch.cuda.mem_get_info(model.device))
+            memory = {"gpu_memory_utilization": share, "enable_sleep_mode": True}
         else:
             memory = {"kv_cache_memory_bytes": kv_bytes}  # sized to the model, not a share of RAM
         if processes > 1:  # one engine in each process of a torchrun group (FSDP), each sampling its own prompts
@@ -109,15 +114,15 @@ class VLLMEngine:
             tokenizer=str(model_dir),
             dtype=dtype,  # config `dtype` (a bf16 FullFT learner holds fp32 masters)
             seed=seed,
-            enforce_eager=options.enforce_eager if options else True,
+            enforce_eager=chosen(options.enforce_eager if options else None, not self.cuda),
             max_model_len=max_model_len,
-            max_num_seqs=256,
-            enable_prefix_caching=False,
+            max_num_seqs=(options.max_num_seqs if options else None) or 256,
+            enable_prefix_caching=chosen(options.prefix_caching if options else None, self.cuda),
             logprobs_mode="processed_logprobs",
             **memory,
             **lora,
         )
-        self.sync(model)
+        self.sync(model, 0)
 
     def sleep(self) -> None:
         """On CUDA, free the engine's GPU memory for the update (see the module docstring)."""
@@ -130,8 +135,9 @@ class VLLMEngine:
             self.llm.wake_up(tags)
             self.asleep = tags is not None  # woken in part: the rest still to come
 
-    def sync(self, model) -> None:
-        """Hand the learner's current weights to the engine."""
+    def sync(self, model, version: int | None = None) -> None:
+        """Hand the learner's current weights to the engine, to serve as learner version `version` (by
+        default the next): the version the freshness check compares with the learner's."""
         if self.rank is not None:
             self._lora_id += 1
             path = self._lora_root / f"adapter-{self._lora_id}"
@@ -149,6 +155,7 @@ class VLLMEngine:
             for _ in weights:  # under FSDP each tensor's gather is collective: every process makes all of them
                 pass
             self.llm.reset_prefix_cache()
+        self.version = self.version + 1 if version is None else version
 
     def sample(self, prompts: list[str], n: int, greedy: bool = False, first: int = 0) -> Samples:
         """`first`: the place of prompts[0] in the step's whole batch (under FSDP, this process's share)."""
@@ -201,6 +208,11 @@ class VLLMEngine:
     def close(self) -> None:
         shutil.rmtree(self._lora_root, ignore_errors=True)
         del self.llm
+
+
+def chosen(setting: bool | None, default: bool) -> bool:
+    """A rollout switch as set, or unset: `default` (each a GPU's choice on CUDA, the CPU studies' on the CPU)."""
+    return default if setting is None else setting
 
 
 def _whole(tensor: torch.Tensor) -> torch.Tensor:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 
@@ -36,6 +37,11 @@ from rankone.device import resolve
 from rankone.io import InputError, log, seed_everything
 from rankone.launcher import launched
 from rankone.models.load import plain_state
+
+# How long a collective may wait (NCCL's default is 10 minutes): with the hf engine process 0
+# samples a whole step alone while the others wait in its broadcast, which at 8B parameters and
+# long completions can take longer than that.
+COLLECTIVE_TIMEOUT = timedelta(hours=1)
 
 
 def launch(processes: int, argv: list[str]) -> int:
@@ -114,20 +120,27 @@ class Group:
             device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
             torch.cuda.set_device(device)
         if not dist.is_initialized():
-            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=COLLECTIVE_TIMEOUT)
         return cls(dist.get_rank(), dist.get_world_size(), device)
 
-    def shard(self, policy: torch.nn.Module) -> torch.nn.Module:
+    def shard(self, policy: torch.nn.Module, dtype: str = "float32") -> torch.nn.Module:
         """FSDP2 over each decoder layer, then the root (embeddings, final norm, head), with gradients
-        summed across processes. One process: the policy unchanged."""
+        summed across processes. A policy loaded on the host (`Learner.start` loads it there) goes to
+        this process's device one layer at a time, as each is sharded: no process ever holds the whole
+        fp32 model on its GPU. With `dtype` bfloat16 the weights are gathered and computed in bf16
+        (every module, as the sampler computes; the fp32 shards stay the masters) and the gradients
+        reduced in fp32. One process: the policy unchanged."""
         if self.size == 1:
             return policy
-        from torch.distributed.fsdp import FSDPModule, fully_shard
+        from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
+        mixed = MixedPrecisionPolicy(
+            param_dtype=torch.bfloat16 if dtype == "bfloat16" else None, reduce_dtype=torch.float32
+        )
         layers = policy.get_decoder().layers
         for layer in layers:
-            fully_shard(layer)
-        fully_shard(policy)
+            fully_shard(layer, mp_policy=mixed)
+        fully_shard(policy, mp_policy=mixed)
         for module in policy.modules():
             if isinstance(module, FSDPModule):
                 module.set_gradient_divide_factor(1.0)
@@ -285,18 +298,21 @@ class GroupEngine:
     def __init__(self, group: Group, name: str, policy, make, replica, pad_id: int):
         """`make(model)`: the engine over a module; `replica()`: an unsharded copy of the base policy."""
         self.group, self.name, self.pad_id = group, name, pad_id
+        self.version = 0
         self.replica = replica() if name == "hf" and group.main else None
         self.engine = make(self.replica if name == "hf" else policy) if group.main or name != "hf" else None
         if name == "hf":
-            self.sync(policy)
+            self.sync(policy, 0)
 
-    def sync(self, policy) -> None:
+    def sync(self, policy, version: int | None = None) -> None:
+        version = self.version + 1 if version is None else version
         if self.name != "hf":
-            self.engine.sync(policy)
-            return
-        state = self.group.model_state(policy)  # collective; the weights on process 0
-        if self.group.main:
-            self.replica.load_state_dict(state)
+            self.engine.sync(policy, version)
+        else:
+            state = self.group.model_state(policy)  # collective; the weights on process 0
+            if self.group.main:
+                self.replica.load_state_dict(state)
+        self.version = version
 
     def sample(self, prompts: list[str], n: int, greedy: bool = False):
         from rankone.models.sequences import Samples

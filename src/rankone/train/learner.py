@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 from rankone.config import RunId, StudyConfig, method_kind
 from rankone.device import autocast
 from rankone.io import InputError, log
 from rankone.models.load import load_base, make_policy, trainable_parameters
-from rankone.models.sequences import Samples, completion_logprobs
+from rankone.models.sequences import Samples, completion_logprobs, own_width
 from rankone.train.distributed import Group
 
 
@@ -46,6 +47,7 @@ class Learner:
     group: Group  # the processes training this run (one, or FSDP's shards)
     dtype: str = "float32"  # the precision of every forward (cfg.dtype)
     model_dir: Path | None = None  # the base model, for FSDP's sampling replica
+    version: int = 0  # optimizer steps taken since the learner started: the weights the sampler must serve
 
     @classmethod
     def start(cls, cfg: StudyConfig, run: RunId, model_dir: Path) -> Learner:
@@ -58,7 +60,8 @@ class Learner:
                 "LoRA and TinyLoRA train on one device"
             )
         weights = cfg.dtype if kind in ("lora", "temperature") else "float32"  # a frozen base: cfg.dtype
-        model, tokenizer = load_base(model_dir, weights, group.device)
+        # several processes: the host, then each layer to the device as it is sharded (Group.shard)
+        model, tokenizer = load_base(model_dir, weights, group.device if group.size == 1 else "cpu")
         if cfg.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         policy = make_policy(model, run.method, cfg.lora, cfg.scope(run.method))
@@ -78,7 +81,7 @@ class Learner:
     def around(cls, policy, tokenizer, lr: float, group: Group | None = None, dtype: str = "float32", model_dir=None):
         """A learner of `policy` (sharded over `group`'s processes, where it has several), with Adam at `lr`."""
         group = group or Group(device=_device_of(policy))
-        policy = group.shard(policy)
+        policy = group.shard(policy, dtype)
         policy.train()
         optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=lr, foreach=True)
         return cls(policy, tokenizer, optimizer, group, dtype, model_dir)
@@ -96,17 +99,21 @@ class Learner:
 
     def logprobs(self, samples: Samples, rows: slice, temperature: float = 1.0, entropy: bool = False):
         """The policy's log-probs of some rows' sampled tokens (with gradients when enabled); with
-        `entropy`, and the entropy of its distribution at each of those tokens."""
+        `entropy`, and the entropy of its distribution at each of those tokens. Off the CPU, some of the
+        step's rows (a micro-batch, a process's share) are cut to their own width, not the step's
+        (rankone.models.sequences.own_width); on the CPU every slice keeps the step's width, as the
+        published studies computed it (a cut slice agrees to fp32 rounding, not bit for bit)."""
+        tensors = (samples.prompt_ids_B_L, samples.prompt_mask_B_L, samples.completion_B_C, samples.completion_mask_B_C)
+        part = [t[rows] for t in tensors]
+        width = part[2].shape[1]
+        if self.device.type != "cpu" and rows.indices(len(tensors[2])) != (0, len(tensors[2]), 1):
+            part = own_width(*part)
         with self.compute():
-            return completion_logprobs(
-                self.policy,
-                samples.prompt_ids_B_L[rows],
-                samples.prompt_mask_B_L[rows],
-                samples.completion_B_C[rows],
-                samples.completion_mask_B_C[rows],
-                temperature,
-                entropy,
-            )
+            out = completion_logprobs(self.policy, *part, temperature, entropy)
+        pad = width - part[2].shape[1]
+        if not pad:
+            return out
+        return tuple(F.pad(x, (0, pad)) for x in out) if entropy else F.pad(out, (0, pad))
 
     def accumulate(self, n: int, what: str, loss_of, micro_batch: int | None, learns: bool = True):
         """The one accumulation loop: this process's share of a step's `n` rows (`what`, for the error
@@ -134,6 +141,7 @@ class Learner:
         grad_norm = self.group.scalar(torch.nn.utils.clip_grad_norm_(self.trainable(), float("inf")))
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        self.version += 1
         return grad_norm
 
     def replica(self) -> torch.nn.Module:

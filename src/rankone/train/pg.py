@@ -57,33 +57,40 @@ def check_fresh(gap_mean: float, threshold: float, where: str, what: str = "rl.m
 class Freshness:
     """The per-step freshness check, in any dtype and engine.
 
-    Step 0's gap is the noise floor: the engine was just built from the learner's weights,
-    so what differs is rounding (kernels, batch shapes, KV cache against one full pass):
-    ~1e-6 in fp32, ~4e-2 in bf16 (SmolLM2-135M). Every step, the run stops when the mean
-    gap passes max_gap (rl.max_logprob_gap) and `factor` x that floor (in fp32 the first
-    is the larger, as before); it stops at step 0 when the floor itself passes `max_floor`
-    (an engine serving other weights). A stale sampler is caught once the policy has moved
-    further from it than `factor` x the rounding noise; a smaller drift is as off-policy as
-    bf16 rounding already makes every sample (truncated_is is the remedy for both)."""
+    Staleness is checked exactly: the engine names the learner version whose weights it serves
+    (`served`: the updates handed to it by `sync`; vLLM's LoRA adapter id counts them), and the
+    run stops when that is not the learner's own (`current`), whatever the gap.
+
+    The log-prob gap is checked against step 0's, the noise floor: the engine was just built from
+    the learner's weights, so what differs is rounding (kernels, batch shapes, KV cache against one
+    full pass): ~1e-6 in fp32, ~4e-2 in bf16 (SmolLM2-135M). Where that floor is small against
+    max_gap (rl.max_logprob_gap; fp32), a gap above max_gap stops the run, as before. Where it is
+    not (bf16), a gap above `factor` x the floor is rounding of weights the engine verifiably serves
+    (a synced vLLM step has read 2.1x on the CPU): `check` returns True, an alarm the trainer logs
+    and counts, and `rl.truncated_is` caps its effect on the gradient, instead of ending the run.
+    A gap above `max_floor` (rl.max_noise_floor) stops the run at any step: no rounding is that
+    large, so the engine is serving other weights."""
 
     max_gap: float
     factor: float
     max_floor: float
     floor: float | None = None
 
-    def check(self, gap_mean: float, where: str) -> None:
+    def check(self, gap_mean: float, where: str, served: int = 0, current: int = 0) -> bool:
+        """Raise when the sampler is not the learner; True for a low-precision gap above the floor."""
+        if served != current:
+            raise StaleSamplerError(
+                f"{where}: the engine serves the weights of update {served}, the learner has made {current}; "
+                "the rollout engine is not sampling the current policy"
+            )
         if self.floor is None:
             check_fresh(gap_mean, self.max_floor, f"{where} (same weights on both sides)", "rl.max_noise_floor")
             self.floor = gap_mean
-        if self.factor * self.floor > self.max_gap:
-            check_fresh(
-                gap_mean,
-                self.factor * self.floor,
-                where,
-                f"rl.gap_noise_factor x the step-0 noise floor {self.floor:.2e} =",
-            )
-        else:
+        if self.factor * self.floor <= self.max_gap:
             check_fresh(gap_mean, self.max_gap, where)
+            return False
+        check_fresh(gap_mean, self.max_floor, where, "rl.max_noise_floor")
+        return gap_mean > self.factor * self.floor
 
 
 # Baselines (rl.baseline): the value each reward is measured from, broadcastable to rewards_P_G.

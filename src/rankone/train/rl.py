@@ -53,6 +53,7 @@ import torch
 
 from rankone.config import RunId, StudyConfig
 from rankone.data import read_split
+from rankone.device import sampler_share
 from rankone.info import entropy_bits
 from rankone.io import InputError, log
 from rankone.rollouts import make_engine
@@ -70,6 +71,7 @@ class RLState(RunState):
     """RL's running totals, beside the metrics: checkpointed, and written into run.json."""
 
     gap_floor: float | None = None  # the freshness check's step-0 noise floor
+    gap_alarms: int = 0  # low-precision steps whose gap passed rl.gap_noise_factor x the floor (Freshness)
     info_bound_bits: float = 0.0  # episodes x their group's reward entropy, summed
     episodes: int = 0
     running_baseline: float | None = None  # rl.baseline "running": its value after the last step
@@ -220,6 +222,12 @@ def open_engine(cfg: StudyConfig, run: RunId, learner: Learner, model_dir: Path)
             f"{run.path}: under FSDP ({group.size} processes) rl.variance_filter is not built (its "
             "refills make a step's rows a number the processes may not share evenly)"
         )
+    if learner.device.type == "cuda" and r.gpu_memory_utilization is None:  # what the learner leaves
+        adam = 8 * sum(getattr(p, "to_local", lambda p=p: p)().numel() for p in learner.trainable())
+        share = sampler_share(*torch.cuda.mem_get_info(learner.device), adam, cfg.plan.usable_share)
+        r = r.model_copy(update={"gpu_memory_utilization": share})
+    if r.max_num_seqs is None:  # a whole step decoded together
+        r = r.model_copy(update={"max_num_seqs": max(256, cfg.rl.prompts_per_step * cfg.rl.group_size)})
     make = functools.partial(
         make_engine,
         r.engine,
@@ -236,6 +244,21 @@ def open_engine(cfg: StudyConfig, run: RunId, learner: Learner, model_dir: Path)
     if group.size == 1:
         return make(learner.policy)
     return GroupEngine(group, r.engine, learner.policy, make, learner.replica, learner.tokenizer.pad_token_id)
+
+
+def check_fresh(fresh: Freshness, gap_mean: float, where: str, engine, learner: Learner, state: RLState) -> None:
+    """The step's freshness check: raises StaleSamplerError when the engine does not serve the learner's
+    version or the gap says so; logs and counts a low-precision alarm (rankone.train.pg.Freshness)."""
+    if fresh.check(gap_mean, where, engine.version, learner.version):
+        state.gap_alarms += 1
+        log.warning(
+            "%s: low-precision sampler/learner gap %.2e > %g x the step-0 floor %.2e, from the weights the "
+            "engine serves (rounding; rl.truncated_is caps its weight)",
+            where,
+            gap_mean,
+            fresh.factor,
+            fresh.floor,
+        )
 
 
 def update(learner: Learner, batch: Batch, loss, rl) -> float:
@@ -311,13 +334,13 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             step_loss, learner_B_C = batch.backward(learner, loss, rl.micro_batch)
             gap = sampler_gap(learner_B_C, batch.sampler_logprobs_B_C, batch.mask_B_C)
             try:  # never learn from another policy's rollouts
-                fresh.check(gap[0], f"{run.path} step {step}")
+                check_fresh(fresh, gap[0], f"{run.path} step {step}", engine, learner, state)
             except StaleSamplerError:
                 folder.finish("stale-sampler")
                 engine.close()  # after the weights are saved: under FSDP closing vLLM ends the process group
                 raise
             grad_norm = update(learner, batch, loss, rl)
-            engine.sync(learner.policy)  # the next rollouts must come from the weights just updated
+            engine.sync(learner.policy, learner.version)  # the next rollouts come from the weights just updated
             advantages.observe(batch.rewards_B)
             state.gap_floor, state.running_baseline = fresh.floor, advantages.running
             metrics = step_metrics(step, batch, learner_B_C, gap, step_loss, grad_norm, state, task, rl)
