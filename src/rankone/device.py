@@ -7,6 +7,8 @@ Adam state), and LoRA adapters are fp32 on a bf16 base (peft's default). Adam on
 weights would round away every update below half a bf16 ulp (at lr 1e-6 one step moved
 2% of SmolLM2's weights and none of its norm weights); fp32 masters lose none, at 16
 bytes a trained parameter. Stages that only sample or score load the weights in bf16.
+FullFT's embeddings and norms compute from bf16 copies of their masters too
+(rankone.models.load.bf16_compute), as a bf16 base and the samplers compute them.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from pathlib import Path
 
 import torch
@@ -72,6 +74,34 @@ def learned_temperature(model):
         if getattr(norm, name, None) is not None:
             parametrize.register_parametrization(norm, name, scale)
     return model
+
+
+def bf16_compute(model):
+    """Every fp32 weight outside a linear layer (embeddings, norms) computed as its bf16 copy, made at
+    each call (forward hooks, registered once; the cast is differentiable, so gradients reach the fp32
+    masters in fp32); autocast already computes the linear layers in bf16. Under autocast alone fp32
+    masters keep the embeddings, the residual stream and the norms in fp32, while a bf16 base (LoRA's)
+    and the samplers (vLLM, a bf16 checkpoint) compute them in bf16: FullFT would be further off-policy
+    than LoRA. For FullFT on one process (FSDP's mixed-precision policy casts every weight itself)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear) or getattr(module, "_rankone_bf16", False):
+            continue
+        names = [n for n, p in module.named_parameters(recurse=False) if p.dtype == torch.float32]
+        if names:
+            module.register_forward_pre_hook(functools.partial(_bf16_in, names))
+            module.register_forward_hook(_masters_back, always_call=True)
+            module._rankone_bf16 = True
+    return model
+
+
+def _bf16_in(names: list[str], module, args) -> None:
+    module._rankone_masters = {n: module._parameters[n] for n in names}
+    for n in names:
+        module._parameters[n] = module._rankone_masters[n].to(torch.bfloat16)
+
+
+def _masters_back(module, args, output) -> None:
+    module._parameters.update(module.__dict__.pop("_rankone_masters", {}))
 
 
 def plain_state(model) -> dict[str, torch.Tensor] | None:

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from rankone.config import RunId, StudyConfig, method_kind
 from rankone.device import autocast
 from rankone.io import InputError, log
-from rankone.models.load import load_base, make_policy, trainable_parameters
+from rankone.models.load import bf16_compute, load_base, make_policy, trainable_parameters
 from rankone.models.sequences import Samples, completion_logprobs, own_width
 from rankone.train.distributed import Group
 
@@ -81,6 +81,8 @@ class Learner:
     def around(cls, policy, tokenizer, lr: float, group: Group | None = None, dtype: str = "float32", model_dir=None):
         """A learner of `policy` (sharded over `group`'s processes, where it has several), with Adam at `lr`."""
         group = group or Group(device=_device_of(policy))
+        if dtype == "bfloat16" and group.size == 1 and all(p.requires_grad for p in policy.parameters()):
+            bf16_compute(policy)  # FullFT computes in bf16 as a bf16 base (LoRA's) and the sampler do
         policy = group.shard(policy, dtype)
         policy.train()
         optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=lr, foreach=True)
@@ -147,7 +149,8 @@ class Learner:
     def replica(self) -> torch.nn.Module:
         """An unsharded, frozen FullFT policy (fp32 weights, as the learner's) on this process's device:
         FSDP's process 0 samples from it (rankone.train.distributed.GroupEngine)."""
-        return load_base(self.model_dir, "float32", self.device)[0].requires_grad_(False)
+        replica = load_base(self.model_dir, "float32", self.device)[0].requires_grad_(False)
+        return bf16_compute(replica) if self.dtype == "bfloat16" else replica
 
 
 def _device_of(policy) -> torch.device:
