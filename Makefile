@@ -130,7 +130,8 @@ gpu-vendor: env
 # the wheels that would be carried (gpu-vendor) and their size with the code against the 64 MiB a
 # call may carry, then scripts/gpu-check --cpu --tiny and gpu-first-contact's every phase at toy
 # sizes in it, on one thread.
-PYTHON312 ?= python3.12
+# python3.12 on the PATH, else pyenv's newest 3.12 (installed, not made global).
+PYTHON312 ?= $(or $(shell command -v python3.12 >/dev/null 2>&1 && python3.12 -V >/dev/null 2>&1 && echo python3.12),$(lastword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.12*/bin/python3.12)),python3.12)
 GPU_BOX := .venv-gpu-box
 gpu-rehearsal: gpu-vendor
 	test -x $(GPU_BOX)/bin/python || $(PYTHON312) -m venv $(GPU_BOX)

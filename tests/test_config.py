@@ -400,3 +400,16 @@ def test_each_regimes_confirmation_study_holds_only_the_methods_that_run_in_it()
     sft, rl = cfg.confirm_study(chosen, "sft"), cfg.confirm_study(chosen, "rl")
     assert sft.methods == ["fullft", "lora-r1", "lora-r16"] and {"temperature", "majority"} <= set(rl.methods)
     assert {r.seed for r in sft.runs()} == set(cfg.confirmation.seeds["sft"])
+
+
+def test_a_local_instruct_model_keeps_its_chat_template_only_when_the_config_says_chat(smollm2, tmp_path):
+    from rankone.models.build import build
+    from rankone.models.load import load_tokenizer
+
+    cfg, at, _ = smollm2
+    instruct = str(at.model("smollm2-135m"))  # converted from the GGUF, its chat template saved
+    assert load_tokenizer(instruct).chat_template
+    for name, local, kept in (("plain", instruct, False), ("chat", {"path": instruct, "chat": True}, True)):
+        mine = validate({**cfg.model_dump(), "models": [name], "local_models": {name: local}})
+        build(mine, name, at.data_root, tmp_path / name)
+        assert bool(load_tokenizer(tmp_path / name).chat_template) == kept, name

@@ -12,8 +12,8 @@ import sys
 import pytest
 import torch
 
-from rankone import plan
-from rankone.config import layered_files, validate
+from rankone import checks, plan
+from rankone.config import ConfigError, layered_files, validate
 from rankone.io import InputError
 from rankone.models import PRESETS, HubPreset, Shape
 from tests.conftest import ROOT, copy_workflow, real_config, snakemake
@@ -245,3 +245,39 @@ def test_vllm_takes_what_the_learner_leaves_and_plan_counts_its_sampling_waves()
     usable = 0.9 * 80 * GB  # what the learner leaves fills the usable memory, and no more
     assert lora(left).resident() + lora(left).sampler_at(1) == pytest.approx(usable)
     assert any("sampling waves a step" in note for note in lora(fixed).notes)
+
+
+def hub_cache(root, repo_id: str, revision: str):
+    """A Hugging Face hub cache holding one checkpoint's config.json (the fixture's) at `revision`,
+    laid out as huggingface_hub lays it out: nothing downloaded."""
+    snapshot = root / f"models--{repo_id.replace('/', '--')}" / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text((HUB_CONFIGS / repo_id.replace("/", "--") / "config.json").read_text())
+    return root
+
+
+def test_a_hub_model_named_in_the_config_plans_as_its_preset(tmp_path, monkeypatch):
+    """hub_models: a repo id and revision, its shape read from config.json in the hub cache (offline),
+    sizes every job as the registry's preset of the same checkpoint does; a revision the cache lacks
+    is a one-line error naming the entry."""
+    from rankone import presets
+
+    qwen = PRESETS["qwen3-0.6b"]
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache(tmp_path / "hub", qwen.repo_id, qwen.revision)))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    presets.hub_shape.cache_clear()
+    data = layered_files([ROOT / "config/default.yaml", ROOT / "config/experiments/gpu-1.yaml"])
+    by_preset = plan.check(validate({**data, "models": ["qwen3-0.6b"]}))
+    mine = {"my-qwen": {"repo_id": qwen.repo_id, "revision": qwen.revision}}
+    by_config = plan.check(validate({**data, "models": ["my-qwen"], "hub_models": mine}))
+    assert presets.hub_shape(qwen.repo_id, qwen.revision) == qwen.shape
+    assert [(e.stage, e.method, e.parameters, e.peak()) for e in by_config] == [
+        (e.stage, e.method, e.parameters, e.peak()) for e in by_preset
+    ]
+    missing = {"my-qwen": {"repo_id": qwen.repo_id, "revision": "0" * 40}}
+    with pytest.raises(ConfigError, match=r"hub_models\.my-qwen: no config.json for Qwen/Qwen3-0.6B-Base@0{40}"):
+        checks.validate({**data, "models": ["my-qwen"], "hub_models": missing})
+    with pytest.raises(ConfigError, match=r"unknown model 'their-qwen'.*hub_models"):
+        checks.validate({**data, "models": ["their-qwen"]})

@@ -145,6 +145,24 @@ def test_status_counts_the_extension_rounds_and_confirmation_runs(smoke, monkeyp
     assert all(s.state == "completed" for s in confirmed)
 
 
+def test_every_evaluation_keeps_what_each_checkpoint_sampled_on_test(smoke):
+    """samples.jsonl beside each evaluation: one line per test sample of each run at every evaluated
+    checkpoint, whose rewards average to the run's test mean reward there in metrics.jsonl."""
+    cfg = load(smoke / "config/smoke.yaml")
+    at = Layout(cfg)
+    metrics = smoke / at.evaluation("rl", cfg.models[0], "fullft")
+    scored = {r["run"]: r for r in read_jsonl(metrics)}
+    kept = pd.DataFrame(read_jsonl(metrics.with_name("samples.jsonl")))
+    assert set(kept.run) == set(scored) and (kept.split == "test").all()
+    for run, samples in kept.groupby("run"):
+        checkpoints = {c["step"]: c["test"] for c in scored[run]["checkpoints"]}
+        assert set(samples.step) == set(checkpoints) and len(checkpoints) > 1
+        for step, at_step in samples.groupby("step"):
+            assert len(at_step) == checkpoints[step]["prompts"] * cfg.evaluate.samples_per_prompt
+            assert at_step.reward.mean() == pytest.approx(checkpoints[step]["mean_reward"])
+        assert samples.completion.map(lambda t: isinstance(t, str)).all() and samples.prompt.nunique() > 1
+
+
 def test_smoke_capacity_experiment_sits_beside_the_rl_runs(smoke):
     cfg = load(smoke / "config/smoke.yaml")
     at = Layout(cfg)

@@ -20,7 +20,7 @@ from rankone import config
 from rankone.config import SUPPORTED_HEAD_SIZES, ConfigError, StudyConfig, format_errors, lora_rank
 from rankone.engines import ENGINES
 from rankone.objectives import BASELINES, LOSSES
-from rankone.presets import PRESETS, TinyPreset, preset
+from rankone.presets import PRESETS, TinyPreset, hub_shape, preset
 from rankone.tasks import TASKS, task_of
 
 
@@ -120,17 +120,31 @@ def _device(cfg: StudyConfig) -> None:
 
 
 def _models(cfg: StudyConfig) -> None:
-    for name, path in cfg.local_models.items():
+    for name, local in cfg.local_models.items():
+        path = local if isinstance(local, str) else local.path
         if name in PRESETS:
             raise _Invalid("local_models", f"{name!r} is already a preset name; pick another name for the local model")
         if not (Path(path) / "config.json").is_file():
             raise _Invalid("local_models", f"{name}: no transformers checkpoint at {path!r} (missing config.json)")
+    for name, hub in cfg.hub_models.items():
+        if name in PRESETS or name in cfg.local_models:
+            raise _Invalid("hub_models", f"{name!r} is already a preset or local model name; pick another name")
+        if name in cfg.models:
+            try:
+                hub_shape(hub.repo_id, hub.revision)
+            except (OSError, KeyError, ValueError) as err:
+                raise _Invalid(
+                    f"hub_models.{name}",
+                    f"no config.json for {hub.repo_id}@{hub.revision} in the hub cache or on the hub "
+                    f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'offline?'})",
+                ) from None
     for replica in cfg.models:
         m = config.architecture_of(replica)
-        if m not in PRESETS and m not in cfg.local_models:
+        if m not in PRESETS and m not in cfg.local_models and m not in cfg.hub_models:
             raise _Invalid(
                 "models",
-                f"unknown model {m!r}; known models: {', '.join(sorted(PRESETS))} (or add it under local_models)",
+                f"unknown model {m!r}; known models: {', '.join(sorted(PRESETS))}, or add it by name under "
+                "hub_models ({repo_id, revision}) or local_models (a checkpoint folder)",
             )
         if replica != m and not isinstance(PRESETS.get(m), TinyPreset):
             raise _Invalid(
@@ -142,7 +156,7 @@ def _models(cfg: StudyConfig) -> None:
 
 def _tiny_shapes(cfg: StudyConfig) -> None:
     """`architecture` shapes the tiny presets only; a real checkpoint brings its own shapes."""
-    if not any(isinstance(preset(m, cfg.local_models), TinyPreset) for m in cfg.models):
+    if not any(isinstance(preset(m, cfg.local_models, cfg.hub_models), TinyPreset) for m in cfg.models):
         return
     if cfg.rollout.engine == "vllm" and cfg.architecture.head_dim not in SUPPORTED_HEAD_SIZES:
         raise _Invalid(

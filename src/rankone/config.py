@@ -364,6 +364,13 @@ class EvaluateConfig(Strict):
     n_prompts: int = Field(128, gt=0, description="Prompts per split (val, test) at most.")
     samples_per_prompt: int = Field(4, gt=0, description="Samples per prompt for sampled pass@1.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature for pass@1 and mean reward.")
+    log_samples: bool = Field(
+        True,
+        description="Keep what each run sampled on the test split at every evaluated checkpoint: one JSON line "
+        "per sample (run, step, prompt, reference answer, completion, reward) in samples.jsonl beside the evaluate "
+        "stage's "
+        "metrics.jsonl (as lm-eval's --log_samples and TRL's log_completions keep theirs).",
+    )
     batch_prompts: int = Field(
         256,
         gt=0,
@@ -476,6 +483,27 @@ class Grid(Strict):
     @classmethod
     def _seeds(cls, seeds: list[int]) -> list[int]:
         return check_unique(seeds, "seeds")
+
+
+class HubModelConfig(Strict):
+    repo_id: str = Field(description="The model's Hugging Face hub id, e.g. Qwen/Qwen3-0.6B-Base.")
+    revision: str = Field(
+        min_length=1,
+        description="The commit (or tag) to load: a study is pinned to it. Its config.json gives the shape "
+        "`rankone plan` sizes jobs from (through the hub cache when it holds it).",
+    )
+    chat: bool = Field(
+        False,
+        description="An instruct model: prompts go through its tokenizer's chat template (kept by the models stage).",
+    )
+
+
+class LocalModelConfig(Strict):
+    path: str = Field(description="A folder holding a transformers checkpoint (config.json).")
+    chat: bool = Field(
+        False,
+        description="An instruct model: prompts go through its tokenizer's chat template (kept by the models stage).",
+    )
 
 
 class ConfirmationConfig(Strict):
@@ -736,13 +764,21 @@ class StudyConfig(Grid):
     plan: PlanConfig = Field(default_factory=PlanConfig)
     models: list[str] = Field(
         min_length=1,
-        description="Model presets (rankone.models.PRESETS) or names from local_models; `<tiny preset>@<k>` "
+        description="Model presets (rankone.models.PRESETS) or names from hub_models or local_models; "
+        "`<tiny preset>@<k>` "
         "(k >= 1) is another base model of the same preset, warm-started with pretrain seed seed + k (a "
         "replica: the analysis pools a model's replicas, pooled.csv).",
     )
-    local_models: dict[str, str] = Field(
+    hub_models: dict[str, HubModelConfig] = Field(
         default_factory=dict,
-        description="Extra models by name: a local folder holding a transformers checkpoint (config.json).",
+        description="Extra models by name: a Hugging Face hub checkpoint at a pinned revision (repo_id, revision, "
+        "chat), e.g. `hub_models: {my-qwen: {repo_id: Qwen/Qwen3-0.6B-Base, revision: <commit>}}` and then "
+        "`models: [my-qwen]`. No change to the package.",
+    )
+    local_models: dict[str, str | LocalModelConfig] = Field(
+        default_factory=dict,
+        description="Extra models by name: a local folder holding a transformers checkpoint (config.json), or "
+        "{path, chat} for an instruct model whose chat template the prompts go through.",
     )
     architecture: ArchitectureConfig = Field(default_factory=ArchitectureConfig)
     pretrain: PretrainConfig = Field(default_factory=PretrainConfig)

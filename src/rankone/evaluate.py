@@ -82,8 +82,9 @@ def greedy_accuracy(cfg: StudyConfig, engine, task, rows: list[dict]) -> float:
     return profile_greedy(engine, task, rows, cfg.evaluate.batch_prompts)
 
 
-def score(cfg: StudyConfig, engine, task, rows: list[dict], seed: int) -> dict:
-    """Greedy accuracy, sampled pass@1 and pass@k, mean reward of `engine`'s policy on `rows`."""
+def score(cfg: StudyConfig, engine, task, rows: list[dict], seed: int, kept: list | None = None) -> dict:
+    """Greedy accuracy, sampled pass@1 and pass@k, mean reward of `engine`'s policy on `rows`; each
+    sample (prompt, reference answer, completion, reward) appended to `kept` when given."""
     e = cfg.evaluate
     prompts, answers = [r["prompt"] for r in rows], [r["answer"] for r in rows]
     accuracy = greedy_accuracy(cfg, engine, task, rows)
@@ -92,6 +93,11 @@ def score(cfg: StudyConfig, engine, task, rows: list[dict], seed: int) -> dict:
     sampled = sample_all(engine, prompts, n, e.batch_prompts)
     rewards = [task.reward(t, answers[i // n]) for i, t in enumerate(sampled)]
     correct = [sum(r > 0 for r in rewards[i * n : (i + 1) * n]) for i in range(len(rows))]
+    if kept is not None:
+        kept += [
+            {"prompt": prompts[i // n], "answer": answers[i // n], "completion": t, "reward": r}
+            for i, (t, r) in enumerate(zip(sampled, rewards))
+        ]
     return {
         "prompts": len(rows),
         "greedy_accuracy": accuracy,
@@ -138,13 +144,16 @@ def checkpoints(cfg: StudyConfig, run: RunId, train_dir: Path, steps_completed: 
     return [*found, (steps_completed, train_dir / "weights")]
 
 
-def score_splits(cfg: StudyConfig, run: RunId, model, tokenizer, engine, task, splits: dict) -> dict:
+def score_splits(
+    cfg: StudyConfig, run: RunId, model, tokenizer, engine, task, splits: dict, kept: list | None = None
+) -> dict:
     """Val and test scores of one set of weights (for SFT also the answers' NLL); on a table of
-    known bits also the greedy recall of the whole table (`table`)."""
+    known bits also the greedy recall of the whole table (`table`). The test split's samples are
+    appended to `kept` when given."""
     result = {}
     for split in ("val", "test"):
         rows = splits[split]
-        result[split] = score(cfg, engine, task, rows, run.seed)
+        result[split] = score(cfg, engine, task, rows, run.seed, kept if split == "test" else None)
         if run.regime == "sft":
             nats, tokens = answer_nll_nats(model, tokenizer, rows, dtype=cfg.dtype)
             result[split]["nll"] = nats / tokens
@@ -163,19 +172,25 @@ def evaluate_run(
     base_train_nats: float | None,
     train_dir: Path,
     scorer: Scorer,
+    kept: list | None = None,
 ) -> dict:
     """A run's scores at each late checkpoint (`checkpoints`, for the tail score) and, as `val` and
-    `test`, at its final weights; the same seed before each, so checkpoints differ by weights only."""
+    `test`, at its final weights; the same seed before each, so checkpoints differ by weights only.
+    Each checkpoint's test samples are appended to `kept` when given, each with the run and step."""
     trained = read_json(train_dir / "run.json")
     result: dict = {"run": run.path, "status": trained["status"]}
     if trained["status"] != "completed":
         return result
     task, scored = task_of(cfg.tasks[run.regime]), []
-    for step, weights in checkpoints(cfg, run, train_dir, trained["steps_completed"]):
+    found = checkpoints(cfg, run, train_dir, trained["steps_completed"])
+    for step, weights in found:
         seed_everything(run.seed, cfg.threads)
         model, tokenizer = load_policy(model_dir, weights, run.method, cfg.dtype, resolve(cfg.device))
         engine = scorer(model, tokenizer, run.seed)
-        scored.append({"step": step, **score_splits(cfg, run, model, tokenizer, engine, task, splits)})
+        mine = [] if kept is not None else None
+        scored.append({"step": step, **score_splits(cfg, run, model, tokenizer, engine, task, splits, mine)})
+        if mine is not None:
+            kept += [{"run": run.path, "step": step, "split": "test", **s} for s in mine]
     result.update({k: scored[-1][k] for k in ("val", "test")}, checkpoints=scored)
     if "profile" in splits:  # the final weights' sharpening profile on the whole test split
         s = cfg.sharpening
@@ -206,11 +221,13 @@ def run(cfg: StudyConfig, regime: str, model: str, method: str, at) -> list[dict
         base, tokenizer = load_base(model_dir, cfg.dtype, resolve(cfg.device))
         base_train_nats, _ = answer_nll_nats(base, tokenizer, splits["train"], dtype=cfg.dtype)
         del base
-    scorer = Scorer(cfg, model_dir, method)
+    scorer, kept = Scorer(cfg, model_dir, method), [] if cfg.evaluate.log_samples else None
     try:
-        results = [evaluate_run(cfg, r, model_dir, splits, base_train_nats, at.train(r), scorer) for r in runs]
+        results = [evaluate_run(cfg, r, model_dir, splits, base_train_nats, at.train(r), scorer, kept) for r in runs]
     finally:
         scorer.close()
+    if kept is not None:  # before metrics.jsonl, the stage's declared output, is written
+        write_jsonl(at.evaluation(regime, model, method).with_name("samples.jsonl"), kept)
     prov = provenance(cfg, "evaluate", None, started, regime)
     write_jsonl(at.evaluation(regime, model, method), [{**r, "provenance": prov} for r in results])
     return results

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from rankone.config import StudyConfig, lora_rank, method_kind, tail_steps, tinylora_size
 from rankone.io import InputError
 from rankone.models import GgufPreset, HubPreset, LocalPreset, Shape, TinyPreset, preset
+from rankone.presets import shape_from_config
 from rankone.models.sequences import LOGPROB_CHUNK_TOKENS
 
 GB = 1e9
@@ -51,7 +52,7 @@ TRAINING = ("train", "truncation", "levers")
 def shape_of(cfg: StudyConfig, model: str) -> Shape:
     """A model's architecture numbers, without its weights: from its preset, the study's
     `architecture` (tiny presets), or a local checkpoint's config.json."""
-    spec = preset(model, cfg.local_models)
+    spec = preset(model, cfg.local_models, cfg.hub_models)
     if isinstance(spec, (HubPreset, GgufPreset)):
         return spec.shape
     if isinstance(spec, TinyPreset):
@@ -76,18 +77,7 @@ def shape_of(cfg: StudyConfig, model: str) -> Shape:
     path = Path(spec.path) / "config.json"
     if not path.is_file():
         raise InputError(f"local_models.{model}: {path} not found (a transformers checkpoint folder has one)")
-    c = json.loads(path.read_text())
-    return Shape(
-        f"{c['model_type'].capitalize()}Config" if c["model_type"] != "qwen3" else "Qwen3Config",
-        c["hidden_size"],
-        c["intermediate_size"],
-        c["num_hidden_layers"],
-        c["num_attention_heads"],
-        c.get("num_key_value_heads", c["num_attention_heads"]),
-        c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
-        c["vocab_size"],
-        bool(c.get("tie_word_embeddings", False)),
-    )
+    return shape_from_config(json.loads(path.read_text()))
 
 
 def meta_model(shape: Shape):

@@ -13,7 +13,9 @@ A real checkpoint's `chat` says whether prompts go through its tokenizer's chat 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -90,14 +92,58 @@ class LocalPreset:
     """A transformers checkpoint already on disk (config `local_models`)."""
 
     path: str
+    chat: bool = False  # an instruct model: prompts through its chat template
 
 
-def preset(name: str, local_models: dict[str, str]) -> TinyPreset | HubPreset | GgufPreset | LocalPreset:
-    """A model's preset; a replica ("<model>@<k>") has its model's."""
+def preset(
+    name: str, local_models: dict | None = None, hub_models: dict | None = None
+) -> TinyPreset | HubPreset | GgufPreset | LocalPreset:
+    """A model's preset: a config's hub model (`hub_models`: repo id, revision, chat; its shape read from
+    the checkpoint's config.json, `hub_shape`), a local checkpoint (`local_models`: a path, or a path
+    and chat) or a registry entry; a replica ("<model>@<k>") has its model's."""
     from rankone.config import architecture_of
 
     name = architecture_of(name)
-    return LocalPreset(local_models[name]) if name in local_models else PRESETS[name]
+    if name in (hub_models or {}):
+        h = hub_models[name]
+        return HubPreset(h.repo_id, h.revision, hub_shape(h.repo_id, h.revision), h.chat)
+    if name in (local_models or {}):
+        local = local_models[name]
+        return LocalPreset(local) if isinstance(local, str) else LocalPreset(local.path, local.chat)
+    return PRESETS[name]
+
+
+def shape_from_config(c: dict) -> Shape:
+    """A checkpoint's Shape from its config.json (its class from `architectures`, else `model_type`)."""
+    arch = (c.get("architectures") or [""])[0]
+    config_class = (
+        arch.replace("ForCausalLM", "Config")
+        if arch
+        else {"qwen3": QWEN3, "llama": LLAMA}.get(c["model_type"], f"{c['model_type'].capitalize()}Config")
+    )
+    return Shape(
+        config_class,
+        c["hidden_size"],
+        c["intermediate_size"],
+        c["num_hidden_layers"],
+        c["num_attention_heads"],
+        c.get("num_key_value_heads", c["num_attention_heads"]),
+        c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
+        c["vocab_size"],
+        bool(c.get("tie_word_embeddings", False)),
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def hub_shape(repo_id: str, revision: str) -> Shape:
+    """The Shape of a hub checkpoint at `revision`, from its config.json: through the hub cache
+    (HF_HUB_CACHE) when it holds the file, else downloaded (a few kB). Raises OSError (huggingface_hub's
+    errors are OSErrors) when neither can give it, e.g. offline with an empty cache."""
+    import json
+
+    from huggingface_hub import hf_hub_download
+
+    return shape_from_config(json.loads(Path(hf_hub_download(repo_id, "config.json", revision=revision)).read_text()))
 
 
 QWEN3, LLAMA = "Qwen3Config", "LlamaConfig"

@@ -59,6 +59,7 @@ STAGES: dict[str, Stage] = {
             "cpu_kernels",
             "dtype",
             "local_models",
+            "hub_models",
             "architecture",
             "pretrain",
             "tasks",

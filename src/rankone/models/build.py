@@ -31,7 +31,7 @@ def build(cfg: StudyConfig, model_name: str, data_root: Path, out_dir: Path) -> 
 
     started = time.time()
     seed_everything(pretrain_seed(cfg, model_name), cfg.threads)
-    spec = preset(model_name, cfg.local_models)
+    spec = preset(model_name, cfg.local_models, cfg.hub_models)
     with atomic_path(out_dir) as tmp:
         if isinstance(spec, GgufPreset):
             model, tokenizer, stats = convert_gguf(spec)

@@ -101,7 +101,7 @@ def model_card(cfg: StudyConfig, run: RunId, model_dir: Path | None, step: int) 
     scores the weights after they are written)."""
     from rankone.presets import GgufPreset, HubPreset, LocalPreset, preset
 
-    spec = preset(run.model, cfg.local_models)
+    spec = preset(run.model, cfg.local_models, cfg.hub_models)
     if isinstance(spec, HubPreset):
         described = f"`{spec.repo_id}` at revision `{spec.revision}`"
     elif isinstance(spec, GgufPreset):
