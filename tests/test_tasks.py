@@ -148,3 +148,107 @@ def test_brier_score_and_calibration_error_on_known_cases():
     assert brier_terms(["5", "5:9"], [1.0, 1.0]) == [1.0, 0.0]
     out = calibration(["5", "6:9"], [1.0, 1.0])
     assert out["confidence_stated"] == 0.5 and out["brier"] == 0.5 and out["ece"] == 0.0
+
+
+def capitals(path, n: int = 40):
+    """A JSONL file of made-up questions: the 'question' and 'answer' fields a user's data might have."""
+    import json
+
+    rows = [{"question": f"What is {i} times 3?", "answer": str(3 * i), "id": i} for i in range(n)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_task_from_a_local_file_and_a_checker_named_in_the_config(tmp_path):
+    """`dataset`: a JSONL file, a prompt template over its fields, a system prompt, the number checker;
+    test carved from train (the file has one split), the same splits for the same seed."""
+    from types import SimpleNamespace
+
+    from rankone.tasks import params_of, task_of
+
+    spec = SimpleNamespace(
+        name="dataset",
+        confidence=False,
+        params={
+            "path": str(capitals(tmp_path / "mine.jsonl")),
+            "prompt": "Q{id}: {question}",
+            "system_prompt": "Answer with a number.",
+            "checker": "number",
+            "n_val": 8,
+            "n_test": 10,
+        },
+    )
+    task, params = task_of(spec), params_of(spec)
+    splits = task.splits(params, seed=0)
+    assert [len(splits[s]) for s in ("train", "val", "test")] == [22, 8, 10]
+    assert splits == task.splits(params, seed=0) and splits != task.splits(params, seed=1)
+    prompts = [r["prompt"] for s in ("train", "val", "test") for r in splits[s]]
+    assert len(set(prompts)) == 40 and all(p.startswith("Answer with a number.\n\nQ") for p in prompts)
+    row = splits["test"][0]
+    assert task.reward(f"So it is {row['answer']}.", row["answer"]) == 1.0
+    assert task.reward(f"{int(row['answer']) + 1}", row["answer"]) == 0.0
+    assert task.reward("no idea", row["answer"]) == 0.0
+    task.check_references(splits)
+
+
+@pytest.mark.parametrize(
+    "checker, completion, answer, reward",
+    [
+        ("exact", " Paris ", "Paris", 1.0),
+        ("exact", "paris", "Paris", 0.0),
+        ("number", "about 1,200.0 people", "1200", 1.0),
+        ("number", "12 or 13", "12", 0.0),
+        ("math", "so x = \\frac{1}{2}", "0.5", 1.0),
+        ("math", "x = 2", "0.5", 0.0),
+    ],
+)
+def test_each_named_checker(tmp_path, checker, completion, answer, reward):
+    from rankone.tasks.dataset import Dataset, DatasetParams
+
+    task = Dataset.configured(DatasetParams(path="unused", checker=checker))
+    assert task.reward(completion, answer) == reward
+
+
+def test_a_field_the_rows_lack_is_a_one_line_error(tmp_path):
+    from rankone.io import InputError
+    from rankone.tasks.dataset import Dataset, DatasetParams
+
+    params = DatasetParams(path=str(capitals(tmp_path / "mine.jsonl")), prompt="{problem}")
+    with pytest.raises(InputError, match="a row has no field 'problem' .its fields: question, answer, id"):
+        Dataset.splits(params, 0)
+
+
+class Doubling(Arithmetic):
+    """A task an installed package adds (through the entry point group rankone.tasks)."""
+
+    name = "doubling"
+
+
+def test_an_installed_package_adds_a_task_through_the_entry_point(monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    from rankone import tasks
+
+    found = {"rankone.tasks": [EntryPoint("doubling", "tests.test_tasks:Doubling", "rankone.tasks")]}
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: found.get(group, []))
+    assert tasks.installed() == {"doubling": Doubling}
+    found["rankone.tasks"].append(EntryPoint("clash", "tests.test_tasks:Doubling", "rankone.tasks"))
+    with pytest.raises(ValueError, match="task name 'doubling' is taken"):
+        tasks.installed()
+    found["rankone.tasks"] = [EntryPoint("bad", "tests.test_tasks:capitals", "rankone.tasks")]
+    with pytest.raises(ValueError, match="entry point 'bad' .* is not a rankone.tasks.Task subclass"):
+        tasks.installed()
+
+
+def test_the_data_stage_builds_a_configured_task_from_a_study_config(tmp_path):
+    """The worked example of docs/running.md: a study's RL task from a file, no change to src/."""
+    from rankone import data
+    from rankone.checks import validate
+    from rankone.data import read_split
+    from tests.conftest import smoke_dict
+
+    path = capitals(tmp_path / "mine.jsonl")
+    task = {"name": "dataset", "params": {"path": str(path), "checker": "number", "n_val": 8, "n_test": 8}}
+    cfg = validate(smoke_dict(tasks={**smoke_dict()["tasks"], "rl": task}, levers=None))
+    manifest = data.build(cfg, "rl", tmp_path / "rl")
+    assert manifest["task"] == "dataset" and len(read_split(tmp_path / "rl", "test")) == 8

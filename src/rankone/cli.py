@@ -265,8 +265,10 @@ def config_reference() -> str:
     from rankone.configdoc import markdown
     from rankone.engines import ENGINES
     from rankone.objectives import BASELINES, LOSSES
+    from rankone.tasks import BUILT_IN
 
-    return markdown(json_schema(), {"rollout.engine": ENGINES, "rl.baseline": BASELINES, "rl.loss": LOSSES})
+    registries = {"rollout.engine": ENGINES, "rl.baseline": BASELINES, "rl.loss": LOSSES}
+    return markdown(json_schema(), registries, {task.name: task for task in BUILT_IN})
 
 
 # `rankone --help` lists the commands in these groups, in this order.

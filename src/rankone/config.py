@@ -131,7 +131,11 @@ class PretrainConfig(Strict):
 
 class TaskConfig(Strict):
     name: str = Field(description="Registered task name (rankone.tasks).")
-    params: dict = Field(default_factory=dict, description="Task parameters, validated by the task's own model.")
+    params: dict = Field(
+        default_factory=dict,
+        description="Task parameters, validated by the task's own model (each task's are listed under 'Tasks and "
+        "their params' below).",
+    )
     confidence: bool = Field(
         False,
         description="Completions state a confidence after the answer (`answer:d`, p = d/9); the base model is "

@@ -7,6 +7,7 @@ differs from what the schema gives, so the reference cannot go stale.
 from __future__ import annotations
 
 import json
+import sys
 
 HEADER = """# Config reference
 
@@ -18,10 +19,11 @@ writes a config with every default filled in.
 """
 
 
-def markdown(schema: dict, registries: dict[str, dict] | None = None) -> str:
+def markdown(schema: dict, registries: dict[str, dict] | None = None, tasks: dict | None = None) -> str:
     """Every field of the schema: top-level fields in one table, then one table per section, then for
     each field whose value is a name looked up in a registry (`registries`: dotted field -> {name: an
-    entry with an `about`}), the names it knows and what each is."""
+    entry with an `about`}), the names it knows and what each is; then each task's params (`tasks`:
+    name -> a Task class, whose `Params` model gives them)."""
     defs = schema.get("$defs", {})
     out = [HEADER, "## Top level", "", *_table(schema, defs)]
     for name, prop in schema["properties"].items():
@@ -38,8 +40,25 @@ def markdown(schema: dict, registries: dict[str, dict] | None = None) -> str:
         for field, registry in registries.items():
             out += ["", f"### `{field}`", "", "| name | what |", "| --- | --- |"]
             out += [f"| `{key}` | {_one_line(entry.about)} |" for key, entry in registry.items()]
+    if tasks:
+        out += ["", "## Tasks and their params", "", TASK_PARAMS]
+        for name, task in tasks.items():
+            params = task.Params.model_json_schema()
+            about = (task.__doc__ or sys.modules[task.__module__].__doc__ or "").strip().split("\n\n")[0]
+            out += ["", f"### `{name}`", "", *([_one_line(about), ""] if about else [])]
+            out += (
+                _table(params, params.get("$defs", {}), prefix="params.")
+                if params.get("properties")
+                else ["No params."]
+            )
     return "\n".join(out) + "\n"
 
+
+TASK_PARAMS = (
+    "`tasks.<regime>` names a task (`name`) and sets its `params`, which the task's own model checks at load. "
+    "`dataset` builds a task from any dataset without code; an installed package adds one through the entry point "
+    "group `rankone.tasks` (docs/running.md)."
+)
 
 REGISTRIES = (
     "These fields take a name that a registry of rankone's knows; a config naming another fails at load "

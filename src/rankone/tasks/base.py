@@ -21,6 +21,11 @@ class Task:
     states_confidence = False  # True: completions end in a stated confidence (rankone.tasks.confidence)
 
     @classmethod
+    def configured(cls, params: BaseModel) -> type[Task]:
+        """The task as `params` configure it (a generic task binds its checker here); most: itself."""
+        return cls
+
+    @classmethod
     def splits(cls, params: BaseModel, seed: int) -> dict[str, list[dict]]:
         """Rows {"prompt": str, "answer": str} of each of SPLITS, a pure function of (params, seed)."""
         raise NotImplementedError

@@ -28,19 +28,23 @@ class HubParams(BaseModel):
 
 
 class GSM8KParams(HubParams):
-    path: str = "openai/gsm8k"
-    name: str | None = "main"
-    revision: str = "cc7b047b6e5bb11b4f1af84efc572db110a51b3c"
+    path: str = Field("openai/gsm8k", description="Hub dataset id, or a local folder in the same layout.")
+    name: str | None = Field("main", description="Dataset config name.")
+    revision: str = Field(
+        "cc7b047b6e5bb11b4f1af84efc572db110a51b3c", description="Pinned commit of the hub dataset (ignored locally)."
+    )
 
 
 class MATHParams(HubParams):
-    path: str = "EleutherAI/hendrycks_math"
+    path: str = Field("EleutherAI/hendrycks_math", description="Hub dataset id, or a local folder in the same layout.")
     name: str | list[str] | None = Field(
         "algebra",
         description="Subject, or a list of subjects: algebra, counting_and_probability, geometry, "
         "intermediate_algebra, number_theory, prealgebra, precalculus.",
     )
-    revision: str = "21a5633873b6a120296cce3e2df9d5550074f4a3"
+    revision: str = Field(
+        "21a5633873b6a120296cce3e2df9d5550074f4a3", description="Pinned commit of the hub dataset (ignored locally)."
+    )
 
 
 def load_split(params: HubParams, split: str) -> list[dict]:
