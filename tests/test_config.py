@@ -42,7 +42,7 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
     strong = yaml.safe_load((ROOT / "config" / "experiments" / "sharpening.yaml").read_text())  # the old default
     over = yaml.safe_load((ROOT / "config" / "experiments" / f"{name}.yaml").read_text())
     cfg = validate(layer(default, over))
-    beside = name in ("levers", "tinylora")  # these add runs to the default study's own results
+    beside = name == "tinylora"  # adds runs to the default study's own results
     assert cfg.experiment == ("default" if beside else name)
     if name == "tinylora":
         tiny = [r for r in cfg.runs() if r.method.startswith("tinylora")]
@@ -57,6 +57,9 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
             "filter": cfg.rl.model_copy(update={"variance_filter": True}),
         }
         assert cfg.levers.seeds == cfg.seeds and {cfg.lever_study(n).regimes[0] for n in cfg.levers.variants} == {"rl"}
+        # plain RL: the default study's own FullFT and rank-1 RL sweep runs (the same config, so the same bytes)
+        plain = {r.path for r in validate(default).runs() if r.regime == "rl" and r.method in ("fullft", "lora-r1")}
+        assert {r.path for r in cfg.runs()} == plain and cfg.confirmation is None
     elif name == "crossover":  # both regimes on one table per size, 3 seeds, each at the study's chosen lr
         chosen = {(g, m, x): 1e-3 for g in cfg.regimes for m in cfg.models for x in cfg.methods}
         for n in cfg.capacity.n_facts:

@@ -161,6 +161,9 @@ def test_every_evaluation_keeps_what_each_checkpoint_sampled_on_test(smoke):
             assert len(at_step) == checkpoints[step]["prompts"] * cfg.evaluate.samples_per_prompt
             assert at_step.reward.mean() == pytest.approx(checkpoints[step]["mean_reward"])
         assert samples.completion.map(lambda t: isinstance(t, str)).all() and samples.prompt.nunique() > 1
+    report = (smoke / at.report / "report.md").read_text().split("## Samples")[1].split("\n## ")[0]
+    for method in cfg.methods:
+        assert f"| {method} " in report, method  # each method's samples on the page
 
 
 def test_smoke_capacity_experiment_sits_beside_the_rl_runs(smoke):

@@ -38,7 +38,7 @@ from rankone.figures import (
 )
 from rankone import render
 from rankone.analysis import BOOTSTRAP
-from rankone.io import atomic_path, git_state, package_versions, read_json, read_table
+from rankone.io import atomic_path, git_state, package_versions, read_json, read_jsonl, read_table
 from rankone.outputs import FIGURES, SECTIONS
 from rankone.paths import Layout
 
@@ -1091,7 +1091,51 @@ def build_sections(
                 *format_collapse_note(cfg, runs),
             ],
         ),
+        *([("Samples", samples_blocks(samples))] if len(samples := sample_table(cfg, at, judged)) else []),
         ("Provenance", [prov]),
+    ]
+
+
+def sample_table(cfg, at, judged: pd.DataFrame, per_method: int = 3) -> pd.DataFrame:
+    """A few of what each method sampled on test: its first judged run's final checkpoint, the first
+    sample of each of `per_method` prompts, from the evaluate stage's samples.jsonl (empty for a study
+    evaluated before it kept them)."""
+    from rankone.config import RunId
+
+    rows = []
+    confirmed = set(cfg.confirmed_regimes()) if cfg.confirmation else set()
+    for (regime, model, method), runs in judged.groupby(["regime", "model", "method"], sort=False):
+        where = at.confirm() if regime in confirmed else at
+        path = where.evaluation(regime, model, method).with_name("samples.jsonl")
+        if not path.is_file():
+            continue
+        first = runs.sort_values("seed").iloc[0]
+        run = RunId(regime, model, method, float(first.lr), int(first.seed)).path
+        kept = [s for s in read_jsonl(path) if s["run"] == run]
+        if not kept:
+            continue
+        last = max(s["step"] for s in kept)
+        seen: set[str] = set()
+        for s in kept:
+            if s["step"] == last and s["prompt"] not in seen and len(seen) < per_method:
+                seen.add(s["prompt"])
+                rows.append(
+                    {"regime": regime, "model": model, "method": method, "seed": int(first.seed), "step": last}
+                    | {k: s[k] for k in ("prompt", "answer", "completion", "reward")}
+                )
+    return pd.DataFrame(rows)
+
+
+def samples_blocks(samples: pd.DataFrame) -> list:
+    """The samples section: what it shows, and the table (line breaks shown as ⏎)."""
+    shown = samples.assign(
+        **{c: samples[c].map(lambda t: str(t).replace("\n", " ⏎ ")) for c in ("prompt", "answer", "completion")}
+    )
+    return [
+        "What each method sampled on test at the evaluation temperature: its first judged seed's final weights, "
+        "one sample of each of the first prompts, scored by the task's checker. Every sample of every run and "
+        "checkpoint is in the evaluate stage's samples.jsonl.",
+        shown,
     ]
 
 
