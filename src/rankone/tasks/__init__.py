@@ -46,7 +46,7 @@ def task_of(spec) -> type[Task]:
     params configure it."""
     from rankone.tasks.confidence import with_confidence
 
-    task = TASKS[spec.name].configured(params_of(spec))
+    task = TASKS[spec.name].configured(spec.params)
     return with_confidence(task) if spec.confidence else task
 
 

@@ -21,8 +21,9 @@ class Task:
     states_confidence = False  # True: completions end in a stated confidence (rankone.tasks.confidence)
 
     @classmethod
-    def configured(cls, params: BaseModel) -> type[Task]:
-        """The task as `params` configure it (a generic task binds its checker here); most: itself."""
+    def configured(cls, params: dict) -> type[Task]:
+        """The task as a config's `params` (as written) configure it: a generic task binds its checker
+        here; most tasks are themselves whatever their params."""
         return cls
 
     @classmethod

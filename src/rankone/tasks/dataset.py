@@ -126,10 +126,11 @@ class Dataset(Task):
     Params = DatasetParams
 
     @classmethod
-    def configured(cls, params: DatasetParams) -> type[Task]:
-        checker = CHECKERS[params.checker]
+    def configured(cls, params: dict | DatasetParams) -> type[Task]:
+        name = DatasetParams.model_validate(params).checker
+        checker = CHECKERS[name]
         return type(
-            f"Dataset[{params.checker}]",
+            f"Dataset[{name}]",
             (cls,),
             {"parse_answer": staticmethod(checker.parse_answer), "reward": classmethod(checker.reward.__func__)},
         )
