@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rankone.tasks.base import Task
+from rankone.tasks.hub import carve
 from rankone.tasks.math_answers import MathAnswerTask
 
 FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
@@ -167,15 +168,5 @@ class Dataset(Task):
         if "test" not in rows:  # carved from train, after val
             rows["test"] = rows["train"][params.n_val : params.n_val + params.n_test]
             rows["train"] = rows["train"][: params.n_val] + rows["train"][params.n_val + params.n_test :]
-        if len(rows["train"]) <= params.n_val or len(rows["test"]) < params.n_test:
-            raise InputError(
-                f"task dataset: {params.path} gives {len(rows['train'])} train and {len(rows['test'])} test rows; "
-                f"n_val = {params.n_val} and n_test = {params.n_test} do not fit"
-            )
-        end = params.n_val + params.n_train if params.n_train else None
-        return {
-            "train": rows["train"][params.n_val : end],
-            "val": rows["train"][: params.n_val],
-            "test": rows["test"][: params.n_test],
-            "warmup": [],
-        }
+        where = f"task dataset: {params.path}"
+        return carve(where, rows["train"], rows["test"], params.n_val, params.n_test, params.n_train)

@@ -77,25 +77,27 @@ class HubTask(MathAnswerTask):
 
     @classmethod
     def splits(cls, params: HubParams, seed: int) -> dict[str, list[dict]]:
-        from rankone.io import InputError
 
         out = {}
         for source in ("train", "test"):
             rows = [cls.example(r) for r in load_split(params, source)]
             random.Random(f"{cls.name}:{source}:{seed}").shuffle(rows)
             out[source] = rows
-        if len(out["train"]) <= params.n_val or len(out["test"]) < params.n_test:
-            raise InputError(
-                f"{params.path} has {len(out['train'])} train and {len(out['test'])} test rows; "
-                f"n_val = {params.n_val} and n_test = {params.n_test} do not fit"
-            )
-        end = params.n_val + params.n_train if params.n_train else None
-        return {
-            "train": out["train"][params.n_val : end],
-            "val": out["train"][: params.n_val],
-            "test": out["test"][: params.n_test],
-            "warmup": [],
-        }
+        return carve(params.path, out["train"], out["test"], params.n_val, params.n_test, params.n_train)
+
+
+def carve(source: str, train: list[dict], test: list[dict], n_val: int, n_test: int, n_train: int | None) -> dict:
+    """The splits from shuffled rows: val the first `n_val` of `train`, train the next `n_train` (all
+    when None), test the first `n_test` of `test`; a source too small for them is a one-line error."""
+    from rankone.io import InputError
+
+    if len(train) <= n_val or len(test) < n_test:
+        raise InputError(
+            f"{source} has {len(train)} train and {len(test)} test rows; n_val = {n_val} and n_test = {n_test} "
+            "do not fit"
+        )
+    end = n_val + n_train if n_train else None
+    return {"train": train[n_val:end], "val": train[:n_val], "test": test[:n_test], "warmup": []}
 
 
 class GSM8K(HubTask):
