@@ -405,14 +405,19 @@ def test_each_regimes_confirmation_study_holds_only_the_methods_that_run_in_it()
     assert {r.seed for r in sft.runs()} == set(cfg.confirmation.seeds["sft"])
 
 
-def test_a_local_instruct_model_keeps_its_chat_template_only_when_the_config_says_chat(smollm2, tmp_path):
+def test_a_local_instruct_model_keeps_its_chat_template_only_when_the_config_says_chat(study, tmp_path):
+    import shutil
+
     from rankone.models.build import build
     from rankone.models.load import load_tokenizer
 
-    cfg, at, _ = smollm2
-    instruct = str(at.model("smollm2-135m"))  # converted from the GGUF, its chat template saved
-    assert load_tokenizer(instruct).chat_template
-    for name, local, kept in (("plain", instruct, False), ("chat", {"path": instruct, "chat": True}, True)):
+    cfg, at = study
+    instruct = tmp_path / "instruct"  # the tiny base, saved as an instruct model: with a chat template
+    shutil.copytree(at.model("llama-tiny"), instruct)
+    tokenizer = load_tokenizer(instruct)
+    tokenizer.chat_template = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+    tokenizer.save_pretrained(instruct)
+    for name, local, kept in (("plain", str(instruct), False), ("chat", {"path": str(instruct), "chat": True}, True)):
         mine = validate({**cfg.model_dump(), "models": [name], "local_models": {name: local}})
         build(mine, name, at.data_root, tmp_path / name)
         assert bool(load_tokenizer(tmp_path / name).chat_template) == kept, name
