@@ -182,8 +182,7 @@ def evaluate_run(
     if trained["status"] != "completed":
         return result
     task, scored = task_of(cfg.tasks[run.regime]), []
-    found = checkpoints(cfg, run, train_dir, trained["steps_completed"])
-    for step, weights in found:
+    for step, weights in checkpoints(cfg, run, train_dir, trained["steps_completed"]):
         seed_everything(run.seed, cfg.threads)
         model, tokenizer = load_policy(model_dir, weights, run.method, cfg.dtype, resolve(cfg.device))
         engine = scorer(model, tokenizer, run.seed)
