@@ -22,7 +22,7 @@ def test_an_unfinished_study_is_published_with_what_is_missing(fresh_study, monk
     (at.train(half) / "metrics.jsonl").write_text('{"step": 0}\n')  # everything but run.json
     (at.train(half) / "weights").mkdir()
 
-    index = publish(where / "results", snakemake_report=False)
+    index = publish(where / "results", snakemake_report=False, allow_dirty=True)  # the tree may be dirty here
     page = (at.report / "index.html").read_text()
     total = len(status.grid(cfg))
     assert f"{total} training runs: 1 completed, 1 started, {total - 2} missing" in page
@@ -114,3 +114,30 @@ def test_a_study_whose_runs_another_published_study_holds_is_counted_once():
     assert rl.loc["default", "same_as"] == "" and "learning (12 of 20 runs)" in rl.loc["default", "shares"]
     assert rl.loc["learning", "same_as"] == "default" and rl.loc["learning-pilot", "same_as"] in ("default", "learning")
     assert {rl.loc["layers", "same_as"], rl.loc["capacity", "same_as"]} == {"capacity", ""}
+
+
+def test_a_study_built_from_uncommitted_changes_is_not_published_unless_allowed(fresh_study, monkeypatch):
+    """An output whose provenance says the tree was dirty has no commit that reproduces it: publish
+    stops with a one-line error naming the study, and `allow_dirty` publishes it with a warning."""
+    import re
+
+    import pytest
+
+    from rankone.io import InputError
+
+    where, cfg = fresh_study
+    monkeypatch.chdir(where)
+    at = Layout(cfg)
+    run = cfg.runs()[0]
+    at.train(run).mkdir(parents=True)
+    git = {"commit": "b42ad1f8def8b5e858fa1f50bad14590be8ab0c8", "dirty": True}
+    (at.train(run) / "run.json").write_text(json.dumps({"status": "completed", "provenance": {"git": git}}))
+
+    with pytest.raises(InputError, match=r"smoke: \d+ outputs were built from uncommitted changes \(commit [0-9a-f, ]*b42ad1f8def8"):
+        publish(where / "results", snakemake_report=False)
+    assert not (at.report / "index.html").exists()
+
+    site = publish(where / "results", snakemake_report=False, allow_dirty=True).read_text()
+    page = (at.report / "index.html").read_text()
+    assert "built from uncommitted changes on top of commit" in page and "no commit reproduces them" in page
+    assert re.search(r"b42ad1f8def8[0-9a-f, ]* \+ uncommitted changes \(\d+ outputs\)", site)

@@ -50,7 +50,11 @@ def site(smoke, tmp_path_factory):
         pytest.skip("no chromium here (apt-get install chromium)")
     smoke = study_copy(smoke, tmp_path_factory.mktemp("site") / "smoke")
     out = subprocess.run(
-        [sys.executable, "-m", "rankone", "publish"], cwd=smoke, capture_output=True, text=True, env=venv_env()
+        [sys.executable, "-m", "rankone", "publish", "--allow-dirty"],
+        cwd=smoke,
+        capture_output=True,
+        text=True,
+        env=venv_env(),
     )
     assert out.returncode == 0, out.stderr[-3000:]
     handler = functools.partial(QuietHandler, directory=str(smoke / "reports"))

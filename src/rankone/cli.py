@@ -392,6 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     publish = sub.add_parser("publish", help="the static site under reports/: every study under --results")
     publish.add_argument("--results", default="results", help="folder of the studies' results (default: results)")
     publish.add_argument("--no-snakemake-report", action="store_true", help="skip Snakemake's report zip")
+    publish.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="publish a study with outputs built from uncommitted changes (its page says so)",
+    )
     publish.set_defaults(func=None)
     findings = sub.add_parser(
         "findings", help="docs/findings.md and the README's findings block, from the published reports under reports/"
@@ -449,7 +454,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "publish":
         from rankone.publish import publish
 
-        index = publish(Path(args.results), snakemake_report=not args.no_snakemake_report)
+        try:
+            index = publish(
+                Path(args.results), snakemake_report=not args.no_snakemake_report, allow_dirty=args.allow_dirty
+            )
+        except InputError as err:
+            log.error("%s", err)
+            return 2
         print(f"Published: {index.resolve()} (serve it: python -m http.server -d {index.parent})")
         return 0
     if args.command == "captions":

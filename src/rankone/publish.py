@@ -34,7 +34,7 @@ import pandas as pd
 from rankone import render, report, status
 from rankone.config import StudyConfig, load
 from rankone.outputs import FIGURES, TABLES
-from rankone.io import atomic_path, log, read_table
+from rankone.io import InputError, atomic_path, log, read_table
 from rankone.paths import Layout
 
 ZIP = "snakemake-report.zip"
@@ -51,8 +51,10 @@ def studies(results_root: Path) -> list[Path]:
     return sorted(p for p in Path(results_root).glob("*/study.yaml"))
 
 
-def publish(results_root: Path = Path("results"), snakemake_report: bool = True) -> Path:
-    """Publish every study under `results_root`; returns the site's index page."""
+def publish(results_root: Path = Path("results"), snakemake_report: bool = True, allow_dirty: bool = False) -> Path:
+    """Publish every study under `results_root`; returns the site's index page. A study with an
+    output built from uncommitted changes (its provenance says `dirty`) stops the publication,
+    since no commit reproduces it, unless `allow_dirty`: then its page says so."""
     entries, reports_root = [], None
     for study_yaml in studies(results_root):
         try:
@@ -60,7 +62,7 @@ def publish(results_root: Path = Path("results"), snakemake_report: bool = True)
         except Exception as err:  # an old or hand-edited study.yaml: say so, publish the rest
             log.warning("skipping %s: %s", study_yaml, err)
             continue
-        entry = publish_study(cfg, study_yaml, snakemake_report)
+        entry = publish_study(cfg, study_yaml, snakemake_report, allow_dirty)
         reports_root = Path(cfg.reports_dir)
         if entry is not None:
             entries.append(entry)
@@ -122,13 +124,23 @@ def published(reports_root: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(Path(reports_root).glob(f"*/{SUMMARY}"))]
 
 
-def publish_study(cfg: StudyConfig, study_yaml: Path, snakemake_report: bool = True) -> dict | None:
-    """Write one study's page (and data, config, Snakemake report); None when it has no results at all."""
+def publish_study(
+    cfg: StudyConfig, study_yaml: Path, snakemake_report: bool = True, allow_dirty: bool = False
+) -> dict | None:
+    """Write one study's page (and data, config, Snakemake report); None when it has no results at all.
+    Raises InputError when an output was built from uncommitted changes and not `allow_dirty`."""
     at = Layout(cfg)
     grid = status.grid(cfg)
     counts = status.summary(grid)
     if counts["missing"] == len(grid) and not at.table("runs.csv").is_file():
         return None
+    origin = provenance(at)
+    if origin["dirty_outputs"] and not allow_dirty:
+        raise InputError(
+            f"{at.root}: {origin['dirty_outputs']} outputs were built from uncommitted changes (commit "
+            f"{origin['commit']}), so no commit reproduces them: commit the change and rerun them "
+            "(snakemake --forcerun), or publish them marked as such with --allow-dirty"
+        )
     out = at.report
     out.mkdir(parents=True, exist_ok=True)
     complete = at.table("verdicts.csv").is_file() and (out / "forest.png").is_file()
@@ -144,7 +156,7 @@ def publish_study(cfg: StudyConfig, study_yaml: Path, snakemake_report: bool = T
         "counts": counts,
         "runs": len(grid),
         "headline": one_line(analysis["verdicts"]) if complete else f"not finished: {status.describe(counts)}",
-        **provenance(at),
+        **origin,
     }
     if analysis is not None:
         with atomic_path(out / RESULTS) as tmp:
@@ -201,6 +213,7 @@ def provenance(at: Layout) -> dict:
     started = [r["started"] for r in records if r.get("started")]
     finished = [r["finished"] for r in records if r.get("finished")]
     commits = sorted({(r.get("git") or {}).get("commit") or "unknown" for r in records if "git" in r})
+    dirty = sum(1 for r in records if (r.get("git") or {}).get("dirty"))
     packages = next((r["packages"] for r in records if r.get("packages")), {})
     span = (
         (datetime.fromisoformat(max(finished)) - datetime.fromisoformat(min(started))).total_seconds()
@@ -209,12 +222,19 @@ def provenance(at: Layout) -> dict:
     )
     return {
         "commit": ", ".join(c[:12] for c in commits) or "unknown",
+        "dirty_outputs": dirty,
         "date": max(finished)[:10] if finished else "",
         "run_time": _duration(span),
         "span_seconds": span,
         "environment": hashlib.sha256(json.dumps(packages, sort_keys=True).encode()).hexdigest()[:16],
         "lock": hashlib.sha256(LOCK.read_bytes()).hexdigest()[:16] if LOCK.is_file() else "no lock file here",
     }
+
+
+def commit_label(entry: dict) -> str:
+    """The commit of a study's runs, and whether some were built from uncommitted changes."""
+    dirty = entry.get("dirty_outputs")
+    return entry["commit"] + (f" + uncommitted changes ({dirty} outputs)" if dirty else "")
 
 
 def _duration(seconds: float | None) -> str:
@@ -259,6 +279,12 @@ def experiment_page(
         f"<h1>{html.escape(cfg.experiment)}</h1>",
         f"<p>{entry['runs']} training runs: {status.describe(entry['counts'])}</p>",
     ]
+    if entry.get("dirty_outputs"):
+        body.append(
+            f'<p class="note">{entry["dirty_outputs"]} outputs of this study were built from uncommitted changes '
+            f"on top of commit {html.escape(entry['commit'])}: no commit reproduces them, and a rerun may give "
+            "other numbers.</p>"
+        )
     incomplete = [s for s in grid if s.state != "completed"]
     sections = []
     if analysis is not None:
@@ -337,7 +363,7 @@ def experiment_page(
                 ),
                 pd.DataFrame(
                     [
-                        {"item": "commit of the runs", "value": entry["commit"]},
+                        {"item": "commit of the runs", "value": commit_label(entry)},
                         {"item": "finished", "value": entry["date"]},
                         {"item": "wall time (first job start to last job end)", "value": entry["run_time"]},
                         {
@@ -583,7 +609,7 @@ def site_index(entries: list[dict], reports_root: Path = Path("reports")) -> str
     rows = "".join(
         f"<tr><td style='text-align:left'><a href='{html.escape(e['experiment'])}/index.html'>"
         f"{html.escape(e['experiment'])}</a></td><td style='text-align:left'>{html.escape(e['headline'])}</td>"
-        f"<td>{html.escape(e['commit'])}</td><td>{html.escape(e['date'])}</td><td>{html.escape(e['run_time'])}</td>"
+        f"<td>{html.escape(commit_label(e))}</td><td>{html.escape(e['date'])}</td><td>{html.escape(e['run_time'])}</td>"
         f"<td>{e['counts']['completed']}/{e['runs']}</td></tr>"
         for e in entries
     )
@@ -638,7 +664,7 @@ def findings_markdown(reports_root: Path = Path("reports")) -> str:
         out += [
             f"## {e['experiment']}",
             "",
-            f"[Report](../reports/{e['experiment']}/index.html). Runs at commit {e['commit']}, finished "
+            f"[Report](../reports/{e['experiment']}/index.html). Runs at commit {commit_label(e)}, finished "
             f"{e['date'] or 'unknown'}, {e['run_time']} from first job to last; {e['counts']['completed']} of "
             f"{e['runs']} training runs complete.",
             "",
