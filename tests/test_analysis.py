@@ -700,6 +700,35 @@ def test_verdicts_pool_each_models_base_model_replicas(tmp_path):
     assert set(stopped.verdict) == {"not judged"} and stopped.p_equivalence.isna().all()
 
 
+def test_confirmation_runs_on_replicas_are_pooled_at_their_models_chosen_lr(tmp_path):
+    """confirmation.base_models: 3 with best_lr.csv naming only the sweep's models: each replica's runs
+    are judged at its model's chosen lr (with_replicas) and pooled over the 3 base models; a run at
+    another lr is not chosen."""
+    from rankone.analysis import with_replicas
+
+    cfg = validate(smoke_dict(results_dir=str(tmp_path), confirmation={"seeds": {"rl": [2, 3]}, "base_models": 3}))
+    rows = []
+    for model, swing in (("llama-tiny", -0.1), ("llama-tiny@1", 0.0), ("llama-tiny@2", 0.1)):
+        for seed, e in ((2, -0.01), (3, 0.01)):
+            for method, gap, lr in (("fullft", 0.0, 1e-3), ("lora-r1", swing + e, 1e-2), ("lora-r1", 0.5, 3e-2)):
+                rows.append(
+                    {"regime": "rl", "model": model, "method": method, "lr": lr, "seed": seed, "test_score": 0.4 + gap}
+                )
+    judged = pd.DataFrame(rows)
+    best = pd.DataFrame(
+        [
+            {"regime": "rl", "model": m, "method": x, "lr": lr, "edge": ""}
+            for m in cfg.models
+            for x, lr in (("fullft", 1e-3), ("lora-r1", 1e-2))
+        ]
+    )
+    every = with_replicas(cfg, best)
+    assert len(every) == 3 * len(best) and set(every[every.model == "qwen3-tiny@2"].lr) == {1e-3, 1e-2}
+    row = pooled(cfg, judged, every).set_index(["method", "metric"]).loc[("lora-r1", "score")]
+    assert row.model == "llama-tiny" and row.base_models == 3 and row.runs == 6
+    assert row.gap == pytest.approx(0.0, abs=1e-12) and row.base_share > 0.9
+
+
 def test_the_report_says_how_far_the_edge_extension_went_and_where_the_cap_was_hit():
     from rankone.report import edge_note, extension_notes
 

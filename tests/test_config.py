@@ -129,6 +129,15 @@ BAD = [
     ({"pretrain": {"corruption": 1.5}}, "pretrain.corruption"),
     ({"pretrain": {"models": {"qwen3-tiny": {"corruption": 1.5}}}}, "pretrain.models.qwen3-tiny.corruption"),
     ({"pretrain": {"models": {"qwen3-tiny@1": {"steps": 9}}}}, "'qwen3-tiny@1' is a replica"),
+    ({"confirmation": {"seeds": {"rl": [2, 3]}, "base_models": 0}}, "confirmation.base_models"),
+    (
+        {"models": ["llama-tiny", "smollm2-135m"], "confirmation": {"seeds": {"rl": [2, 3]}, "base_models": 2}},
+        "confirmation.base_models: 'smollm2-135m' is not warm-started here",
+    ),
+    (
+        {"models": ["llama-tiny", "llama-tiny@1"], "confirmation": {"seeds": {"rl": [2, 3]}, "base_models": 2}},
+        "confirmation.base_models: model 'llama-tiny@1' is a replica already",
+    ),
     ({"experiment": "has space"}, "experiment"),
     ({"sft": {"steps": 0}}, "sft.steps"),
     (
@@ -340,6 +349,21 @@ def test_the_confirmation_study_reruns_each_chosen_lr_on_fresh_seeds_only():
         cfg.confirm_study(chosen, "sft")
     with pytest.raises(ConfigError, match="run the select stage first"):
         cfg.confirm_study({}, "rl")
+
+
+def test_confirmation_runs_spread_over_base_models_each_at_its_models_chosen_lr():
+    """confirmation.base_models: 3 runs every confirmation seed on the model and on its replicas @1
+    and @2, each at the lr the sweep chose on the model's own base; the sweep itself stays on it."""
+    data = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    data["confirmation"] = {"seeds": {"rl": [10, 11]}, "base_models": 3}
+    cfg = validate(data)
+    assert cfg.replicas_of("qwen3-tiny") == ["qwen3-tiny", "qwen3-tiny@1", "qwen3-tiny@2"]
+    assert {r.model for r in cfg.runs()} == {"llama-tiny", "qwen3-tiny"}
+    chosen = {(r.regime, r.model, r.method): r.lr * (3 if r.model == "qwen3-tiny" else 1) for r in cfg.runs()}
+    runs = cfg.confirm_study(chosen, "rl").runs()
+    assert {r.model for r in runs} == set(cfg.confirm_models()) and len(cfg.confirm_models()) == 6
+    assert all(r.lr == chosen[(r.regime, r.model.split("@")[0], r.method)] for r in runs)
+    assert len(runs) == 6 * len(cfg.regime_methods("rl")) * 2
 
 
 def test_a_rollout_engine_is_a_registered_name_whose_factory_imports():

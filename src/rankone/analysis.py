@@ -469,7 +469,7 @@ def pooled(
     `not judged`. Corrected like verdicts.csv (its own families). Empty where no model has a replica."""
     regimes = regimes or {}
     replicas: dict[str, list[str]] = {}
-    for m in cfg.models:
+    for m in cfg.confirm_models():
         replicas.setdefault(architecture_of(m), []).append(m)
     chosen = runs.merge(best[["regime", "model", "method", "lr"]], on=["regime", "model", "method", "lr"])
     out = []
@@ -660,7 +660,7 @@ def sharpening(cfg: StudyConfig, judged: pd.DataFrame, best: pd.DataFrame, at: L
     values = ["greedy_accuracy", "mean_reward", *(f"pass_at_{k}" for k in ks)]
     chosen = judged[judged.regime == "rl"].merge(best[["regime", "model", "method", "lr"]])
     rows = []
-    for model in cfg.models:
+    for model in cfg.confirm_models():
         summary = read_json(at.rollouts(model) / "summary.json")["sharpening"]
         by_t = summary["temperatures"]
         base = by_t[f"{summary['evaluation_temperature']:g}"]["test"]
@@ -1057,6 +1057,17 @@ def chosen(at: Layout, best: pd.DataFrame | None = None) -> dict[tuple[str, str,
     return {(r.regime, r.model, r.method): float(r.lr) for r in best.itertuples()}
 
 
+def with_replicas(cfg: StudyConfig, best: pd.DataFrame) -> pd.DataFrame:
+    """`best` with a row for each base-model replica of the confirmation runs
+    (confirmation.base_models), each its model's: a replica runs at the lr its model's sweep chose."""
+    rows = [
+        best[best.model == model].assign(model=replica)
+        for model in cfg.models
+        for replica in cfg.replicas_of(model)[1:]
+    ]
+    return pd.concat([best, *rows], ignore_index=True) if rows else best
+
+
 def judged_on(table: pd.DataFrame, confirmed) -> pd.DataFrame:
     """`table` (verdicts) with the seeds each regime is judged on: its confirmation seeds, or the
     sweep's own (exploratory: the seeds that chose the lr also judge it)."""
@@ -1082,24 +1093,25 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         parts = [collect(cfg.confirm_study(lrs, regime), at.confirm()) for regime in confirmed]
         judged = pd.concat([_without(runs, confirmed), *(p[0] for p in parts)], ignore_index=True)
         judged_checkpoints = pd.concat([_without(checkpoints, confirmed), *(p[2] for p in parts)], ignore_index=True)
-    sharp = sharpening(cfg, judged, best, at)
+    judged_best = with_replicas(cfg, best)  # the confirmation runs' replicas of a base model, at its lrs
+    sharp = sharpening(cfg, judged, judged_best, at)
     regimes = about(sharp)
-    steps = trajectory(cfg, judged_checkpoints, best, regimes)
+    steps = trajectory(cfg, judged_checkpoints, judged_best, regimes)
     table = {
         "runs.csv": runs,
         **({"confirm_runs.csv": judged[judged.regime.isin(confirmed)]} if confirmed else {}),
         "curves.csv": curves,
         "checkpoints.csv": judged_checkpoints,
-        "verdicts.csv": judged_on(stability(verdicts(cfg, judged, best, regimes), steps), confirmed),
+        "verdicts.csv": judged_on(stability(verdicts(cfg, judged, judged_best, regimes), steps), confirmed),
         "trajectory.csv": steps,
         "information.csv": information(cfg, runs, best, at),
         "lr_vs_rank.csv": lr_vs_rank(best),
         "lr_optimum.csv": lr_optimum(runs, cfg.analysis.confidence),
         "early_curves.csv": early_coincidence(curves, cfg.analysis.early_steps),
-        "layers.csv": layers(cfg, judged, best),
+        "layers.csv": layers(cfg, judged, judged_best),
         "plateau.csv": plateau(cfg, curves, best),
         "sharpening.csv": sharp,
-        "pooled.csv": pooled(cfg, judged, best, regimes),
+        "pooled.csv": pooled(cfg, judged, judged_best, regimes),
     }
     at.write_tables(table)
     write_json(

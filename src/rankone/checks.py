@@ -152,6 +152,18 @@ def _models(cfg: StudyConfig) -> None:
                 f"{replica!r} is a replica of {m!r}, but only a warm-started tiny preset has replicas "
                 "(a pretrain seed); a checkpoint's weights are the same every time",
             )
+    base_models = cfg.confirmation.base_models if cfg.confirmation else 1
+    for m in cfg.models if base_models > 1 else []:
+        if m != config.architecture_of(m):
+            raise _Invalid(
+                "confirmation.base_models",
+                f"model {m!r} is a replica already; list its model once and base_models adds the replicas",
+            )
+        if not isinstance(PRESETS.get(m), TinyPreset):
+            raise _Invalid(
+                "confirmation.base_models",
+                f"{m!r} is not warm-started here, so its replicas would be the same model; use base_models: 1",
+            )
 
 
 def _tiny_shapes(cfg: StudyConfig) -> None:

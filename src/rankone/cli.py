@@ -232,7 +232,8 @@ def cmd_summary(cfg: StudyConfig, args) -> None:
 
 def cmd_check(cfg: StudyConfig, args) -> None:
     confirm = sum(
-        len(cfg.models) * len(cfg.regime_methods(g)) * len(cfg.confirmation.seeds[g]) for g in cfg.confirmed_regimes()
+        len(cfg.confirm_models()) * len(cfg.regime_methods(g)) * len(cfg.confirmation.seeds[g])
+        for g in cfg.confirmed_regimes()
     )
     parts = sub_studies(cfg)
     waiting = sum(len(s.regimes) * len(s.models) * len(s.methods) * len(s.seeds) for _, s in parts if s.awaits_choice)

@@ -516,6 +516,15 @@ class ConfirmationConfig(Strict):
         "`seeds` choose the lr on val); that regime's verdicts are judged on these alone, so the seeds that choose "
         "never judge. A regime not listed (or given []) is judged on the sweep's seeds."
     )
+    base_models: int = Field(
+        default=1,
+        ge=1,
+        description="Base models the confirmation runs are spread over, per model: 1 runs them on the study's base "
+        "model alone; K > 1 runs every confirmation seed also on the replicas `<model>@1` .. `<model>@<K-1>` (each "
+        "warm-started again with pretrain seed `seed + k`), at the lr the sweep chose on the study's own base model. "
+        "The analysis then judges each model on its base models' mean gaps (pooled.csv: a two-level interval, base "
+        "model then seed, and the share of the variance that comes from the base model). Warm-started models only.",
+    )
 
     @field_validator("seeds")
     @classmethod
@@ -987,6 +996,7 @@ class StudyConfig(Grid):
         data = self.model_dump(mode="json")
         data.update(
             regimes=[regime],
+            models=self.confirm_models(),
             methods=self.regime_methods(regime),  # not the RL-only controls in an SFT confirmation
             seeds=self.confirmation.seeds[regime],
             confirmation=None,
@@ -995,8 +1005,21 @@ class StudyConfig(Grid):
             levers=None,
         )
         study = validate(data, source="confirmation study")
-        study._chosen = dict(chosen)
+        # a replica runs at the lr its model's sweep chose
+        study._chosen = {
+            (g, m, method): lr for (g, model, method), lr in chosen.items() for m in self.replicas_of(model)
+        }
         return study
+
+    def replicas_of(self, model: str) -> list[str]:
+        """The base models a model's confirmation runs go on: the model, then its replicas
+        `<model>@1` .. `<model>@<K-1>` (confirmation.base_models: K)."""
+        k = self.confirmation.base_models if self.confirmation else 1
+        return [model, *(f"{model}@{i}" for i in range(1, k))]
+
+    def confirm_models(self) -> list[str]:
+        """Every base model a confirmation run trains on (the study's models and their replicas)."""
+        return [m for model in self.models for m in self.replicas_of(model)]
 
     def extension_study(self, lrs: dict[tuple[str, str, str], float]) -> StudyConfig:
         """An edge-extension round (analysis.lr_extension): the sweep's seeds at one more lr for each

@@ -381,14 +381,14 @@ def plan(cfg: StudyConfig) -> list[Estimate]:
         for method in cfg.methods:
             confirm = sum(
                 len(cfg.confirmation.seeds[g]) for g in cfg.confirmed_regimes() if method in cfg.regime_methods(g)
-            )
+            ) * len(cfg.replicas_of(model))  # a replica's runs are its model's shape
             for stage in ("train", "evaluate"):
                 e = estimate(cfg, stage, model, method)
                 e.jobs = sum(1 for r in runs if r.model == model and r.method == method) + confirm
                 finish(cfg, e)
                 out.append(e)
         e = estimate(cfg, "rollouts", model, None)
-        e.jobs = 1
+        e.jobs = len(cfg.replicas_of(model))
         finish(cfg, e)
         out.append(e)
     assert set(s for s in ("train", "evaluate", "rollouts")) <= set(RESOURCE_STAGES)

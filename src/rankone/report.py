@@ -443,7 +443,9 @@ def pooled_blocks(pooled: pd.DataFrame, confidence: float) -> list:
     ]
     return [
         *words,
-        f"Each replica warm-starts the same preset with another pretrain seed. The verdict is taken on the "
+        "Each replica warm-starts the same preset with another pretrain seed (a replica listed in `models` has "
+        "its own lr sweep; one that confirmation.base_models adds runs the confirmation seeds at the lr its "
+        f"model's sweep chose). The verdict is taken on the "
         f"replicas' mean gaps ({confidence:.0%} t interval, one degree of freedom per base model but one): what a "
         "rerun on another base model would see. The two-level bootstrap resamples base models, then their seeds; "
         "the base model's share of the variance is a random-intercept model's (statsmodels MixedLM, REML).",
@@ -913,7 +915,7 @@ def build_sections(
 ) -> list[tuple[str, list]]:
     """(heading, blocks); a block is a str paragraph, a DataFrame, or ("figure", file)."""
     rollouts = []
-    for model in cfg.models:
+    for model in cfg.confirm_models():
         s = read_json(at.rollouts(model) / "summary.json")
         base = read_json(at.model(model) / "rankone.json")
         rollouts.append(

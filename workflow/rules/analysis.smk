@@ -29,7 +29,7 @@ rule analysis:
         confirm_train=confirm_files("train"),
         confirm_evaluate=confirm_files("evaluate"),
         rollouts=expand(
-            f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.models
+            f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.confirm_models()
         ),
     output:
         runs=table_path("runs.csv"),

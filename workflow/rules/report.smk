@@ -5,7 +5,7 @@ rule report:
         optional_tables(),
         best=table_path("best_lr.csv"),
         rollouts=expand(
-            f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.models
+            f"{RESULTS}/rollouts/{{model}}/summary.json", model=STUDY.confirm_models()
         ),
     output:
         **report_figures(),
