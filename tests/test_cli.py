@@ -192,3 +192,31 @@ def test_help_lists_every_command_once_in_its_group():
     choices = re.findall(r"'([a-z-]+)'", rankone("no-such-command").stderr.split("choose from", 1)[1])
     assert sorted(listed) == sorted(choices) and len(set(listed)) == len(listed)
     assert all(rankone(name, "--help").returncode == 0 for name in ("train", "findings", "plan"))
+
+
+GEMM = """
+import hashlib, torch
+torch.set_num_threads(1)
+g = torch.Generator().manual_seed(0)
+a, b = torch.randn(256, 512, generator=g), torch.randn(512, 256, generator=g)
+print(hashlib.sha256((a @ b).numpy().tobytes()).hexdigest())
+"""
+
+
+def test_mkl_runs_the_portable_branch_on_any_vendor_and_the_avx2_one_on_intel_alone():
+    """One fp32 GEMM (MKL's sgemm) under each kernel pin, in fresh processes. COMPATIBLE, the
+    portable pin's branch, is honoured on Intel and AMD alike, so it changes the bytes; on an AMD
+    CPU MKL ignores the avx2 pin's AVX2 branch (its AUTO branch runs, as with no pin), which is why
+    avx2-pinned Intel and AMD machines differ."""
+
+    def product(kernels: str) -> str:
+        env = {k: v for k, v in os.environ.items() if k not in CPU_KERNELS["avx2"]}
+        env |= {"ATEN_CPU_CAPABILITY": "avx2", **CPU_KERNELS[kernels]}
+        out = subprocess.run([sys.executable, "-c", GEMM], capture_output=True, text=True, env=env, check=True)
+        return out.stdout.strip()
+
+    auto, avx2, portable = product("native"), product("avx2"), product("portable")
+    assert portable != avx2
+    vendor = next((line for line in open("/proc/cpuinfo") if line.startswith("vendor_id")), "")
+    if "AuthenticAMD" in vendor:
+        assert avx2 == auto

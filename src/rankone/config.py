@@ -748,14 +748,16 @@ class StudyConfig(Grid):
         description="Where every model and tensor of a job lives: auto (CUDA when torch sees it, else the "
         "CPU), cpu or cuda (an error where there is no CUDA). Each output's provenance records the device used.",
     )
-    cpu_kernels: Literal["avx2", "native"] = Field(
+    cpu_kernels: Literal["avx2", "portable", "native"] = Field(
         "avx2",
         description="CPU kernels: avx2 pins ATen's vector kernels, MKL (conditional numerical "
         "reproducibility) and oneDNN to AVX2 before torch loads, so that x86-64 machines with AVX2 or newer run the "
-        "same kernels (rankone.io.CPU_KERNELS); native lets each library pick this CPU's fastest (AVX-512 where it "
-        "has it), and other bytes. With dtype bfloat16 on a CPU use native: the AVX2 path has no bf16 instructions "
-        "(a bf16 linear layer ran 9x slower pinned here). Each output's provenance records the CPU and the kernels "
-        "it ran.",
+        "same kernels (rankone.io.CPU_KERNELS), but MKL honours its AVX2 branch on Intel CPUs alone (AMD runs its "
+        "AUTO branch): the same bytes among Intel machines and among AMD machines, not between them. portable pins "
+        "MKL to its COMPATIBLE branch, which both vendors run (RL training took 1.4x the CPU time here). native lets "
+        "each library pick this CPU's fastest (AVX-512 where it has it), and other bytes. With dtype bfloat16 on a "
+        "CPU use native: the AVX2 path has no bf16 instructions (a bf16 linear layer ran 9x slower pinned here). "
+        "Each output's provenance records the CPU and the kernels it ran.",
     )
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32",

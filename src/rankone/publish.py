@@ -214,6 +214,7 @@ def provenance(at: Layout) -> dict:
     finished = [r["finished"] for r in records if r.get("finished")]
     commits = sorted({(r.get("git") or {}).get("commit") or "unknown" for r in records if "git" in r})
     dirty = sum(1 for r in records if (r.get("git") or {}).get("dirty"))
+    cpus = sorted({(r.get("cpu") or {}).get("model") or "unknown" for r in records if "cpu" in r})
     packages = next((r["packages"] for r in records if r.get("packages")), {})
     span = (
         (datetime.fromisoformat(max(finished)) - datetime.fromisoformat(min(started))).total_seconds()
@@ -223,6 +224,7 @@ def provenance(at: Layout) -> dict:
     return {
         "commit": ", ".join(c[:12] for c in commits) or "unknown",
         "dirty_outputs": dirty,
+        "cpus": ", ".join(cpus) or "unknown",
         "date": max(finished)[:10] if finished else "",
         "run_time": _duration(span),
         "span_seconds": span,
@@ -364,6 +366,7 @@ def experiment_page(
                 pd.DataFrame(
                     [
                         {"item": "commit of the runs", "value": commit_label(entry)},
+                        {"item": "CPUs of the runs (another vendor runs other MKL kernels)", "value": entry["cpus"]},
                         {"item": "finished", "value": entry["date"]},
                         {"item": "wall time (first job start to last job end)", "value": entry["run_time"]},
                         {
