@@ -704,7 +704,7 @@ def test_confirmation_runs_on_replicas_are_pooled_at_their_models_chosen_lr(tmp_
     """confirmation.base_models: 3 with best_lr.csv naming only the sweep's models: each replica's runs
     are judged at its model's chosen lr (with_replicas) and pooled over the 3 base models; a run at
     another lr is not chosen."""
-    from rankone.analysis import with_replicas
+    from rankone.analysis import over_base_models, with_replicas
 
     cfg = validate(smoke_dict(results_dir=str(tmp_path), confirmation={"seeds": {"rl": [2, 3]}, "base_models": 3}))
     rows = []
@@ -727,6 +727,16 @@ def test_confirmation_runs_on_replicas_are_pooled_at_their_models_chosen_lr(tmp_
     row = pooled(cfg, judged, every).set_index(["method", "metric"]).loc[("lora-r1", "score")]
     assert row.model == "llama-tiny" and row.base_models == 3 and row.runs == 6
     assert row.gap == pytest.approx(0.0, abs=1e-12) and row.base_share > 0.9
+    # verdicts.csv: the pooled verdict in place of the three per-base ones, which go to replicas.csv;
+    # the primary family (Holm) counts the model once
+    per_base = verdicts(cfg, judged, every)
+    assert set(per_base[per_base.family == "primary"].model) == {"llama-tiny", "llama-tiny@1", "llama-tiny@2"}
+    headline, replicas = over_base_models(per_base, pooled(cfg, judged, every), 0.95)
+    primary = headline[headline.family == "primary"]
+    assert len(primary) == 1 and set(primary.family_size) == {1} and len(replicas) == len(per_base)
+    first = primary.iloc[0]
+    assert (first.model, first.seeds, first.base_models, first.lr) == ("llama-tiny", 6, 3, 1e-2)
+    assert first.gap == pytest.approx(row.gap) and first.ci_low == pytest.approx(row.ci_low)
 
 
 def test_the_report_says_how_far_the_edge_extension_went_and_where_the_cap_was_hit():

@@ -508,6 +508,56 @@ def pooled(
     return corrected(not_judged(table), cfg.analysis.confidence, family(table))
 
 
+# What a verdict pooled over base models (pooled.csv) brings to verdicts.csv's row of its model.
+POOLED_FIELDS = (
+    "gap ci_low ci_high half_width margin p_equivalence p_difference reason seeds_to_decide about base_models "
+    "two_level_low two_level_high base_share"
+).split()
+
+
+def over_base_models(table: pd.DataFrame, pools: pd.DataFrame, confidence: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """verdicts.csv and replicas.csv: where a model has base-model replicas (pooled.csv's rows, `pools`),
+    its one verdict per metric is the pooled one, in place of one per replica, which go to replicas.csv.
+    A pooled row keeps its model's own lrs and edges, `seeds` counts the paired runs over the base
+    models, `stable` holds where every replica's is. The rows left are corrected again, so that the
+    primary family counts each model once."""
+    if not len(pools) or not len(table):
+        return table, table.iloc[0:0]
+    key = ["regime", "model", "method", "metric"]
+    pooled_models = set(zip(pools.regime, pools.model))
+    per_base = table.apply(lambda r: (r.regime, architecture_of(r.model)) in pooled_models, axis=1)
+    replicas = table[per_base]
+    rows = []
+    for p in pools.itertuples():
+        members = replicas[
+            (replicas.regime == p.regime)
+            & (replicas.model.map(architecture_of) == p.model)
+            & (replicas.method == p.method)
+            & (replicas.metric == p.metric)
+        ]
+        own = members[members.model == p.model]
+        first = (own if len(own) else members).iloc[0].to_dict()
+        rows.append(
+            first
+            | {k: getattr(p, k) for k in key}
+            | {k: getattr(p, k) for k in POOLED_FIELDS}
+            | {
+                "verdict_uncorrected": p.verdict_uncorrected,
+                "seeds": p.runs,
+                "test_value": members.test_value.mean(),
+                "fullft_test_value": members.fullft_test_value.mean(),
+                "stable": bool(members.stable.all()) if "stable" in members else True,
+                "by_step": "",
+                "seeds_to_stable": math.nan,
+            }
+        )
+    order = {g: i for i, g in enumerate(dict.fromkeys(table.regime))}
+    merged = pd.concat([table[~per_base], pd.DataFrame(rows)], ignore_index=True)
+    merged = merged.sort_values("regime", key=lambda g: g.map(order), kind="stable", ignore_index=True)
+    merged["verdict"] = merged["verdict_uncorrected"]  # judged again below, each family as it now stands
+    return corrected(merged, confidence, family(merged)), replicas
+
+
 def replica_gaps(cell: pd.DataFrame, members: list[str], method: str, column: str) -> pd.DataFrame:
     """`method`'s paired gaps to FullFT on `column`, one row per (replica `base`, seed)."""
     if column not in cell:
@@ -1097,12 +1147,18 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     sharp = sharpening(cfg, judged, judged_best, at)
     regimes = about(sharp)
     steps = trajectory(cfg, judged_checkpoints, judged_best, regimes)
+    pools = pooled(cfg, judged, judged_best, regimes)
+    headline, per_base = over_base_models(
+        judged_on(stability(verdicts(cfg, judged, judged_best, regimes), steps), confirmed),
+        pools,
+        cfg.analysis.confidence,
+    )
     table = {
         "runs.csv": runs,
         **({"confirm_runs.csv": judged[judged.regime.isin(confirmed)]} if confirmed else {}),
         "curves.csv": curves,
         "checkpoints.csv": judged_checkpoints,
-        "verdicts.csv": judged_on(stability(verdicts(cfg, judged, judged_best, regimes), steps), confirmed),
+        "verdicts.csv": headline,
         "trajectory.csv": steps,
         "information.csv": information(cfg, runs, best, at),
         "lr_vs_rank.csv": lr_vs_rank(best),
@@ -1111,7 +1167,8 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         "layers.csv": layers(cfg, judged, judged_best),
         "plateau.csv": plateau(cfg, curves, best),
         "sharpening.csv": sharp,
-        "pooled.csv": pooled(cfg, judged, judged_best, regimes),
+        "pooled.csv": pools,
+        "replicas.csv": per_base,
     }
     at.write_tables(table)
     write_json(

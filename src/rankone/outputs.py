@@ -59,7 +59,7 @@ TABLES = {
         "analysis",
         "best_lr.csv runs.csv confirm_runs.csv curves.csv checkpoints.csv verdicts.csv "
         "trajectory.csv information.csv lr_vs_rank.csv lr_optimum.csv early_curves.csv layers.csv plateau.csv "
-        "sharpening.csv pooled.csv summary.json",
+        "sharpening.csv pooled.csv replicas.csv summary.json",
     ),
     **_tables("updates", "update_shares.csv update_matrices.csv update_overlap.csv"),
     **_tables("capacity", "capacity.csv capacity_falloff.csv capacity_chart.csv crossover.csv", "capacity"),

@@ -732,9 +732,14 @@ def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame, judged: pd.DataFrame
     for (regime, model), g in score.groupby(["regime", "model"]):
         g = by_method(g)
         first = g.iloc[0]
+        bases = getattr(first, "base_models", math.nan)
+        runs = (
+            f"{first.seeds} paired runs over {bases:.0f} base models, the interval over their means"
+            if bases == bases and bases > 1  # a verdict pooled over base models (analysis.over_base_models)
+            else f"{first.seeds} seed{'' if first.seeds == 1 else 's'}"
+        )
         sentence = (
-            f"**{NAMES[regime]} · {model}** ({SCORE_LABELS[regime]} on test, {first.seeds} "
-            f"seed{'' if first.seeds == 1 else 's'}, "
+            f"**{NAMES[regime]} · {model}** ({SCORE_LABELS[regime]} on test, {runs}, "
             f"margin ±{first.margin:g}): " + (EXPLORATORY if getattr(first, "judged_on", "") == "sweep seeds" else "")
         )
         if (g.verdict == "not judged").all():  # the precondition failed: one clause for the model, no greedy line
