@@ -133,7 +133,7 @@ def test_a_study_built_from_uncommitted_changes_is_not_published_unless_allowed(
     git = {"commit": "b42ad1f8def8b5e858fa1f50bad14590be8ab0c8", "dirty": True}
     (at.train(run) / "run.json").write_text(json.dumps({"status": "completed", "provenance": {"git": git}}))
 
-    stop = r"smoke: \d+ outputs were built from uncommitted changes \(commit [0-9a-f, ]*b42ad1f8def8"
+    stop = r"smoke: \d+ outputs were built from uncommitted changes to the code \(commit [0-9a-f, ]*b42ad1f8def8"
     with pytest.raises(InputError, match=stop):
         publish(where / "results", snakemake_report=False)
     assert not (at.report / "index.html").exists()
@@ -142,3 +142,22 @@ def test_a_study_built_from_uncommitted_changes_is_not_published_unless_allowed(
     page = (at.report / "index.html").read_text()
     assert "built from uncommitted changes on top of commit" in page and "no commit reproduces them" in page
     assert re.search(r"b42ad1f8def8[0-9a-f, ]* \+ uncommitted changes \(\d+ outputs\)", site)
+
+
+def test_uncommitted_changes_outside_the_code_leave_an_output_reproducible():
+    """A changed config file (published resolved beside the study) or prose does not stop a commit
+    from reproducing an output; a changed source file does; a record from before provenance listed
+    the changed paths counts when a clean output of its stage and commit ran the same code."""
+    from rankone.publish import from_commit
+
+    def record(dirty, changed=None, digest="c0de"):
+        git = {"commit": "abc", "dirty": dirty} | ({"changed": changed} if changed is not None else {})
+        return {"stage": "train", "code_digest": digest, "git": git}
+
+    clean = record(False, [])
+    assert from_commit(clean, [clean])
+    assert from_commit(record(True, ["config/experiments/levers.yaml", "CHANGELOG.md"]), [])
+    assert not from_commit(record(True, ["config/default.yaml", "src/rankone/rl/step.py"]), [])
+    assert from_commit(record(True), [clean, record(True)])  # legacy: its code is a clean run's
+    assert not from_commit(record(True, digest="f00d"), [clean])
+    assert not from_commit(record(True), [record(True)])

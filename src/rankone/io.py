@@ -143,8 +143,8 @@ def git_state(cwd: str | Path = ".") -> dict:
         head = git("rev-parse", "HEAD")
         if head.returncode != 0:
             return {"commit": None, "dirty": None}
-        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip() != ""
-        return {"commit": head.stdout.strip(), "dirty": dirty}
+        changed = sorted(line[3:] for line in git("status", "--porcelain", "--untracked-files=no").stdout.splitlines())
+        return {"commit": head.stdout.strip(), "dirty": bool(changed), "changed": changed}
     except (OSError, subprocess.TimeoutExpired):
         return {"commit": None, "dirty": None}
 

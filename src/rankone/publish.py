@@ -137,7 +137,7 @@ def publish_study(
     origin = provenance(at)
     if origin["dirty_outputs"] and not allow_dirty:
         raise InputError(
-            f"{at.root}: {origin['dirty_outputs']} outputs were built from uncommitted changes (commit "
+            f"{at.root}: {origin['dirty_outputs']} outputs were built from uncommitted changes to the code (commit "
             f"{origin['commit']}), so no commit reproduces them: commit the change and rerun them "
             "(snakemake --forcerun), or publish them marked as such with --allow-dirty"
         )
@@ -213,7 +213,7 @@ def provenance(at: Layout) -> dict:
     started = [r["started"] for r in records if r.get("started")]
     finished = [r["finished"] for r in records if r.get("finished")]
     commits = sorted({(r.get("git") or {}).get("commit") or "unknown" for r in records if "git" in r})
-    dirty = sum(1 for r in records if (r.get("git") or {}).get("dirty"))
+    dirty = sum(1 for r in records if not from_commit(r, records))
     cpus = sorted({(r.get("cpu") or {}).get("model") or "unknown" for r in records if "cpu" in r})
     packages = next((r["packages"] for r in records if r.get("packages")), {})
     span = (
@@ -231,6 +231,28 @@ def provenance(at: Layout) -> dict:
         "environment": hashlib.sha256(json.dumps(packages, sort_keys=True).encode()).hexdigest()[:16],
         "lock": hashlib.sha256(LOCK.read_bytes()).hexdigest()[:16] if LOCK.is_file() else "no lock file here",
     }
+
+
+# Uncommitted changes here do not stop a commit from reproducing an output: the resolved config
+# is published beside it (config.yaml), and prose changes no number.
+OUTSIDE_CODE = ("config/", "docs/", "reports/")
+
+
+def from_commit(record: dict, records: list[dict]) -> bool:
+    """Whether the commit in an output's provenance reproduces it: a clean tree, or uncommitted
+    changes outside the code (OUTSIDE_CODE, *.md). A record from before provenance listed the
+    changed paths counts when a clean output of its stage and commit ran the same code digest."""
+    git = record.get("git") or {}
+    if not git.get("dirty"):
+        return True
+    if "changed" in git:
+        return all(p.startswith(OUTSIDE_CODE) or p.endswith(".md") for p in git["changed"])
+    twins = {
+        (r.get("stage"), (r.get("git") or {}).get("commit"), r.get("code_digest"))
+        for r in records
+        if (r.get("git") or {}).get("dirty") is False
+    }
+    return (record.get("stage"), git.get("commit"), record.get("code_digest")) in twins
 
 
 def commit_label(entry: dict) -> str:
