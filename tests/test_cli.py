@@ -207,7 +207,7 @@ def test_mkl_runs_the_portable_branch_on_any_vendor_and_the_avx2_one_on_intel_al
     """One fp32 GEMM (MKL's sgemm) under each kernel pin, in fresh processes. COMPATIBLE, the
     portable pin's branch, is honoured on Intel and AMD alike, so it changes the bytes; on an AMD
     CPU MKL ignores the avx2 pin's AVX2 branch (its AUTO branch runs, as with no pin), which is why
-    avx2-pinned Intel and AMD machines differ."""
+    avx2-pinned Intel and AMD machines run different MKL kernels."""
 
     def product(kernels: str) -> str:
         env = {k: v for k, v in os.environ.items() if k not in CPU_KERNELS["avx2"]}

@@ -753,7 +753,7 @@ class StudyConfig(Grid):
         description="CPU kernels: avx2 pins ATen's vector kernels, MKL (conditional numerical "
         "reproducibility) and oneDNN to AVX2 before torch loads, so that x86-64 machines with AVX2 or newer run the "
         "same kernels (rankone.io.CPU_KERNELS), but MKL honours its AVX2 branch on Intel CPUs alone (AMD runs its "
-        "AUTO branch): the same bytes among Intel machines and among AMD machines, not between them. portable pins "
+        "AUTO branch), so Intel and AMD machines may give different bytes. portable pins "
         "MKL to its COMPATIBLE branch, which both vendors run (RL training took 1.4x the CPU time here). native lets "
         "each library pick this CPU's fastest (AVX-512 where it has it), and other bytes. With dtype bfloat16 on a "
         "CPU use native: the AVX2 path has no bf16 instructions (a bf16 linear layer ran 9x slower pinned here). "

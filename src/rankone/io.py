@@ -22,8 +22,8 @@ log = logging.getLogger("rankone")
 # The libraries' own switches that pin their CPU code paths (cpu_kernels: avx2). They are read
 # once, when each library first runs a kernel, so they are set before torch loads (rankone.cli).
 # MKL honours MKL_CBWR=AVX2 on Intel CPUs alone: on AMD it runs its AUTO branch, so avx2-pinned
-# runs agree across Intel machines and across AMD machines, not between them. COMPATIBLE (SSE2
-# without the approximate rcpps/rsqrtps) is the one branch both vendors run: `portable`.
+# Intel and AMD machines run different MKL kernels. COMPATIBLE (SSE2 without the approximate
+# rcpps/rsqrtps) is the one branch both vendors run: `portable`.
 CPU_KERNELS = {
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT", "ONEDNN_MAX_CPU_ISA": "AVX2"},
     "portable": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "AVX2"},
