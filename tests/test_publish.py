@@ -102,17 +102,23 @@ def test_regime_by_task_sorts_rank_one_rows_by_what_their_runs_learned(tmp_path)
 
 
 def test_a_study_whose_runs_another_published_study_holds_is_counted_once():
-    """The published learning-pilot, learning and default studies judged llama-tiny's RL on the same runs
-    (6, 6 and 10 seeds, the 6 shared byte for byte): the findings count the default's verdict and mark the
-    other two as held within a larger study; capacity and layers publish one set of RL runs."""
+    """The published learning-pilot and learning studies judged llama-tiny's RL on the same runs (6
+    seeds, shared byte for byte): the findings count learning's verdict and mark learning-pilot's as
+    held within it. The republished default judges on its confirmation runs over 3 base models, which
+    no other study holds (levers shares only its sweep runs, which judge nothing in the default);
+    capacity and layers publish one set of RL runs."""
     from tests.conftest import ROOT
 
     from rankone.publish import published, rank1_verdicts
 
     table = rank1_verdicts(ROOT / "reports", published(ROOT / "reports"))
     rl = table[(table.part == "study") & (table.regime == "RL") & (table.model == "llama-tiny")].set_index("study")
-    assert rl.loc["default", "same_as"] == "" and "learning (12 of 20 runs)" in rl.loc["default", "shares"]
-    assert rl.loc["learning", "same_as"] == "default" and rl.loc["learning-pilot", "same_as"] in ("default", "learning")
+    assert (
+        rl.loc["learning-pilot", "same_as"] == "learning"
+        and "learning-pilot (12 of 12 runs)" in rl.loc["learning", "shares"]
+    )
+    assert (rl.loc["default", "same_as"], rl.loc["default", "shares"]) == ("", "")
+    assert rl.loc["levers", "same_as"] == ""
     assert {rl.loc["layers", "same_as"], rl.loc["capacity", "same_as"]} == {"capacity", ""}
 
 
