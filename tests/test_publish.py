@@ -154,16 +154,16 @@ def test_uncommitted_changes_outside_the_code_leave_an_output_reproducible():
     """A changed config file (published resolved beside the study) or prose does not stop a commit
     from reproducing an output; a changed source file does; a record from before provenance listed
     the changed paths counts when a clean output of its stage and commit ran the same code."""
-    from rankone.publish import from_commit
+    from rankone.publish import clean_code, from_commit
 
     def record(dirty, changed=None, digest="c0de"):
         git = {"commit": "abc", "dirty": dirty} | ({"changed": changed} if changed is not None else {})
         return {"stage": "train", "code_digest": digest, "git": git}
 
     clean = record(False, [])
-    assert from_commit(clean, [clean])
-    assert from_commit(record(True, ["config/experiments/levers.yaml", "CHANGELOG.md"]), [])
-    assert not from_commit(record(True, ["config/default.yaml", "src/rankone/rl/step.py"]), [])
-    assert from_commit(record(True), [clean, record(True)])  # legacy: its code is a clean run's
-    assert not from_commit(record(True, digest="f00d"), [clean])
-    assert not from_commit(record(True), [record(True)])
+    assert from_commit(clean, clean_code([clean]))
+    assert from_commit(record(True, ["config/experiments/levers.yaml", "CHANGELOG.md"]), set())
+    assert not from_commit(record(True, ["config/default.yaml", "src/rankone/rl/step.py"]), set())
+    assert from_commit(record(True), clean_code([clean, record(True)]))  # legacy: its code is a clean run's
+    assert not from_commit(record(True, digest="f00d"), clean_code([clean]))
+    assert not from_commit(record(True), clean_code([record(True)]))

@@ -524,14 +524,14 @@ def over_base_models(table: pd.DataFrame, pools: pd.DataFrame, confidence: float
     if not len(pools) or not len(table):
         return table, table.iloc[0:0]
     key = ["regime", "model", "method", "metric"]
-    pooled_models = set(zip(pools.regime, pools.model))
-    per_base = table.apply(lambda r: (r.regime, architecture_of(r.model)) in pooled_models, axis=1)
-    replicas = table[per_base]
+    of = table.model.map(architecture_of)  # each row's model, a replica's its model's
+    per_base = pd.Series(list(zip(table.regime, of)), index=table.index).isin(set(zip(pools.regime, pools.model)))
+    replicas, of = table[per_base], of[per_base]
     rows = []
     for p in pools.itertuples():
         members = replicas[
             (replicas.regime == p.regime)
-            & (replicas.model.map(architecture_of) == p.model)
+            & (of == p.model)
             & (replicas.method == p.method)
             & (replicas.metric == p.metric)
         ]

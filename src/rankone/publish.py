@@ -53,7 +53,7 @@ def studies(results_root: Path) -> list[Path]:
 
 def publish(results_root: Path = Path("results"), snakemake_report: bool = True, allow_dirty: bool = False) -> Path:
     """Publish every study under `results_root`; returns the site's index page. A study with an
-    output built from uncommitted changes (its provenance says `dirty`) stops the publication,
+    output built from uncommitted changes to the code (`from_commit`) stops the publication,
     since no commit reproduces it, unless `allow_dirty`: then its page says so."""
     entries, reports_root = [], None
     for study_yaml in studies(results_root):
@@ -213,7 +213,8 @@ def provenance(at: Layout) -> dict:
     started = [r["started"] for r in records if r.get("started")]
     finished = [r["finished"] for r in records if r.get("finished")]
     commits = sorted({(r.get("git") or {}).get("commit") or "unknown" for r in records if "git" in r})
-    dirty = sum(1 for r in records if not from_commit(r, records))
+    twins = clean_code(records)
+    dirty = sum(1 for r in records if not from_commit(r, twins))
     cpus = sorted({(r.get("cpu") or {}).get("model") or "unknown" for r in records if "cpu" in r})
     packages = next((r["packages"] for r in records if r.get("packages")), {})
     span = (
@@ -238,20 +239,25 @@ def provenance(at: Layout) -> dict:
 OUTSIDE_CODE = ("config/", "docs/", "reports/")
 
 
-def from_commit(record: dict, records: list[dict]) -> bool:
+def clean_code(records: list[dict]) -> set[tuple]:
+    """(stage, commit, code digest) of every output built from a clean tree (`from_commit`'s twins)."""
+    return {
+        (r.get("stage"), (r.get("git") or {}).get("commit"), r.get("code_digest"))
+        for r in records
+        if (r.get("git") or {}).get("dirty") is False
+    }
+
+
+def from_commit(record: dict, twins: set[tuple]) -> bool:
     """Whether the commit in an output's provenance reproduces it: a clean tree, or uncommitted
     changes outside the code (OUTSIDE_CODE, *.md). A record from before provenance listed the
-    changed paths counts when a clean output of its stage and commit ran the same code digest."""
+    changed paths counts when a clean output of its stage and commit ran the same code digest
+    (`twins`: clean_code of the study's records)."""
     git = record.get("git") or {}
     if not git.get("dirty"):
         return True
     if "changed" in git:
         return all(p.startswith(OUTSIDE_CODE) or p.endswith(".md") for p in git["changed"])
-    twins = {
-        (r.get("stage"), (r.get("git") or {}).get("commit"), r.get("code_digest"))
-        for r in records
-        if (r.get("git") or {}).get("dirty") is False
-    }
     return (record.get("stage"), git.get("commit"), record.get("code_digest")) in twins
 
 
