@@ -14,12 +14,15 @@ Shapes: P prompts, G samples per prompt, B = P x G sequences, C completion token
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import torch
 
 from rankone.config import RLConfig
 from rankone.objectives import BASELINES, LOSSES
+
+log = logging.getLogger(__name__)
 
 
 class StaleSamplerError(RuntimeError):
@@ -77,7 +80,7 @@ class Freshness:
     floor: float | None = None
 
     def check(self, gap_mean: float, where: str, served: int = 0, current: int = 0) -> bool:
-        """Raise when the sampler is not the learner; True for a low-precision gap above the floor."""
+        """Raise when the sampler is not the learner; True (and a warning) for a low-precision gap above the floor."""
         if served != current:
             raise StaleSamplerError(
                 f"{where}: the engine serves the weights of update {served}, the learner has made {current}; "
@@ -90,7 +93,17 @@ class Freshness:
             check_fresh(gap_mean, self.max_gap, where)
             return False
         check_fresh(gap_mean, self.max_floor, where, "rl.max_noise_floor")
-        return gap_mean > self.factor * self.floor
+        if gap_mean <= self.factor * self.floor:
+            return False
+        log.warning(
+            "%s: low-precision sampler/learner gap %.2e > %g x the step-0 floor %.2e, from the weights the "
+            "engine serves (rounding; rl.truncated_is caps its weight)",
+            where,
+            gap_mean,
+            self.factor,
+            self.floor,
+        )
+        return True
 
 
 # Baselines (rl.baseline): the value each reward is measured from, broadcastable to rewards_P_G.

@@ -246,21 +246,6 @@ def open_engine(cfg: StudyConfig, run: RunId, learner: Learner, model_dir: Path)
     return GroupEngine(group, r.engine, learner.policy, make, learner.replica, learner.tokenizer.pad_token_id)
 
 
-def check_fresh(fresh: Freshness, gap_mean: float, where: str, engine, learner: Learner, state: RLState) -> None:
-    """The step's freshness check: raises StaleSamplerError when the engine does not serve the learner's
-    version or the gap says so; logs and counts a low-precision alarm (rankone.train.pg.Freshness)."""
-    if fresh.check(gap_mean, where, engine.version, learner.version):
-        state.gap_alarms += 1
-        log.warning(
-            "%s: low-precision sampler/learner gap %.2e > %g x the step-0 floor %.2e, from the weights the "
-            "engine serves (rounding; rl.truncated_is caps its weight)",
-            where,
-            gap_mean,
-            fresh.factor,
-            fresh.floor,
-        )
-
-
 def update(learner: Learner, batch: Batch, loss, rl) -> float:
     """The optimizer step on the batch's gradients, then `rl.epochs` - 1 more passes over the same
     rollouts (PPO), each its own step; returns the first step's gradient norm (0 without signal)."""
@@ -334,7 +319,7 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             step_loss, learner_B_C = batch.backward(learner, loss, rl.micro_batch)
             gap = sampler_gap(learner_B_C, batch.sampler_logprobs_B_C, batch.mask_B_C)
             try:  # never learn from another policy's rollouts
-                check_fresh(fresh, gap[0], f"{run.path} step {step}", engine, learner, state)
+                state.gap_alarms += fresh.check(gap[0], f"{run.path} step {step}", engine.version, learner.version)
             except StaleSamplerError:
                 folder.finish("stale-sampler")
                 engine.close()  # after the weights are saved: under FSDP closing vLLM ends the process group
