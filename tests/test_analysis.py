@@ -587,6 +587,10 @@ def test_verdicts_of_a_regime_whose_fullft_gained_nothing_are_not_judged(tmp_pat
     llama, qwen = (next(line for line in answer if f"· {m}**" in line) for m in ("llama-tiny", "qwen3-tiny"))
     assert "not judged: FullFT gained nothing over the base" in llama and "Greedy accuracy" not in llama
     assert "rank 1 is worse than FullFT" in qwen
+    # A study of FullFT alone (a pilot) has no verdict to state, and says so instead of failing.
+    assert findings(pd.DataFrame(), pd.DataFrame()) == [
+        "No verdict: the study trains no method beside FullFT to judge against it."
+    ]
 
 
 def test_rejudging_a_published_interval_recovers_the_p_values_exactly():

@@ -728,7 +728,9 @@ def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame, judged: pd.DataFrame
     """The answer: one plain sentence per (regime, model), with how sure it is; a regime judged on
     its sweep's seeds (`judged_on`, from the analysis) is labelled exploratory."""
     out = []
-    score = verdicts[verdicts.metric == "score"] if len(verdicts) else verdicts
+    if "metric" not in verdicts or verdicts.empty:
+        return ["No verdict: the study trains no method beside FullFT to judge against it."]
+    score = verdicts[verdicts.metric == "score"]
     for (regime, model), g in score.groupby(["regime", "model"]):
         g = by_method(g)
         first = g.iloc[0]
