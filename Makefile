@@ -3,14 +3,14 @@
 # make slurm-env: add the SLURM executor plugin (envs/slurm.txt) for workflow/profiles/slurm
 # make publish: the static site under reports/ from every study under results/ (see README)
 # make image: the CPU image (build/image/rankone-cpu) from Debian and the lock; make study-in-image runs the study in it
-# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / crossover / two-by-two / learning-pilot / learning / real : experiments layered over the default study
+# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / crossover / trl / two-by-two / learning-pilot / learning / real : experiments layered over the default study
 VENV := .venv
 IMAGE := build/image/rankone-cpu
 PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: image image-check study-in-image gpu-vendor gpu-rehearsal slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover two-by-two learning-pilot learning real test benchmark lint env
+.PHONY: image image-check study-in-image gpu-vendor gpu-rehearsal slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover trl two-by-two learning-pilot learning real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -67,6 +67,12 @@ learning-pilot: env
 learning: env
 	snakemake --cores all --configfile config/experiments/learning.yaml
 
+# The cross-check through TRL: the default's FullFT and rank-1 RL cells trained by TRL's GRPOTrainer,
+# then both trainers' verdicts side by side (needs the default study: make study).
+trl: env
+	snakemake --cores all --configfile config/experiments/trl.yaml
+	rankone compare results/default results/trl --out results/trl/analysis/beside-rankone.md
+
 # The RL capacity crossover: RL and SFT on the same facts tables, the lr pilot first (see its config).
 crossover: env
 	snakemake --cores all --configfile config/experiments/crossover.yaml
@@ -105,9 +111,7 @@ publish: env
 	rankone publish
 	rankone findings
 
-# TRL (for the side-by-side RL step) is a benchmark-only extra, pinned in envs/bench.txt.
 benchmark: env
-	$(VENV)/bin/pip install --quiet --no-deps $(PIP_ARGS) -r envs/bench.txt
 	pytest -n 0 benchmarks --benchmark-only --benchmark-enable  # pytest-benchmark does not time under xdist
 
 lint: env

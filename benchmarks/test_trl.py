@@ -7,7 +7,7 @@ samples, up to 5 new tokens, temperature 1), no KL, constant lr, one thread, Ful
 r1, 100 steps each. rankone's step times come from its `timings.jsonl`, TRL's from a callback
 around each optimizer step; both skip 5 warm-up steps. Each records its median step and
 whether it learned (mean reward of the last 10 steps against the first 10); the TRL test
-records the ratio rankone / TRL. Needs envs/bench.txt (TRL).
+records the ratio rankone / TRL.
 
 Also, as ratios from the same run: LoRA r1's step against FullFT's (whole step, and the update
 alone) on both tiny models and on SmolLM2-135M; the model work of one step (sampling, the
@@ -167,7 +167,7 @@ def test_real_checkpoint_rl_step(benchmark, smollm2, tmp_path, method):
 
 @pytest.mark.parametrize("method", ["fullft", "lora-r1"])
 def test_trl_grpo_step(benchmark, study, tmp_path, method):
-    trl = pytest.importorskip("trl", reason="TRL is a benchmark extra: pip install --no-deps -r envs/bench.txt")
+    import trl
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 

@@ -71,8 +71,8 @@ def extra_pins(name: str) -> dict[str, str]:
     return pins
 
 
-def test_benchmark_and_slurm_extras_are_exact_pins_outside_the_lock():
-    assert extra_pins("bench.txt")["trl"] == "1.16.0"
+def test_slurm_extra_is_exact_pins_outside_the_lock():
+    assert LOCK["trl"] == "1.16.0"  # in the lock: rl.trainer trl, the cross-check through TRL
     assert extra_pins("slurm.txt") == {
         "snakemake-executor-plugin-slurm": "2.8.0",
         "snakemake-executor-plugin-slurm-jobstep": "0.6.1",

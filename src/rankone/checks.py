@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from rankone import config
 from rankone.config import SUPPORTED_HEAD_SIZES, ConfigError, StudyConfig, format_errors, lora_rank
 from rankone.engines import ENGINES
-from rankone.objectives import BASELINES, LOSSES
+from rankone.objectives import BASELINES, LOSSES, TRAINERS, TRL_LOSSES
 from rankone.presets import PRESETS, TinyPreset, hub_shape, preset
 from rankone.tasks import TASKS, task_of
 
@@ -59,6 +59,7 @@ def check(cfg: StudyConfig, source: str = "config", tasks_checked: bool = False)
             _tasks(cfg)
         _engine(cfg)
         _objectives(cfg)
+        _trl(cfg)
         _device(cfg)
         _models(cfg)
         _tiny_shapes(cfg)
@@ -103,10 +104,40 @@ def _objectives(cfg: StudyConfig) -> None:
     if cfg.levers is not None:
         sections |= {f"levers.variants.{name}": changes for name, changes in cfg.levers.variants.items()}
     for where, rl in sections.items():
-        for field, registry in (("baseline", BASELINES), ("loss", LOSSES)):
+        for field, registry in (("baseline", BASELINES), ("loss", LOSSES), ("trainer", TRAINERS)):
             if field in rl and rl[field] not in registry:
                 known = "; ".join(f"{name} ({choice.about})" for name, choice in registry.items())
                 raise _Invalid(f"{where}.{field}", f"unknown {field} {rl[field]!r}; known: {known}")
+
+
+# What TRL's GRPOTrainer cannot be set to do (rl.trainer trl): the RL field and the value it must keep.
+TRL_KEEPS = {
+    "baseline": "group",
+    "advantage_sign": "both",
+    "reward": "task",
+    "variance_filter": False,
+    "calibration_alpha": 0.0,
+    "truncated_is": None,
+    "entropy_coef": 0.0,
+}
+
+
+def _trl(cfg: StudyConfig) -> None:
+    """rl.trainer trl: only what TRL's GRPOTrainer does (rankone.train.trl_grpo)."""
+    if cfg.rl.trainer != "trl" or "rl" not in cfg.regimes:
+        return
+    if cfg.rl.loss not in TRL_LOSSES:
+        raise _Invalid("rl.loss", f"rl.trainer trl runs losses {', '.join(TRL_LOSSES)}, not {cfg.rl.loss!r}")
+    for field, value in TRL_KEEPS.items():
+        if getattr(cfg.rl, field) != value:
+            raise _Invalid(f"rl.{field}", f"rl.trainer trl has no such choice: keep {field} {value!r}")
+    if cfg.rollout.engine != "hf":
+        raise _Invalid("rollout.engine", "rl.trainer trl samples with TRL's own generate: use engine hf")
+    if cfg.levers is not None:
+        raise _Invalid("levers", "rl.trainer trl runs no levers: they are rankone's trainer's")
+    other = [m for m in cfg.methods if m in config.CONTROL_METHODS or config.method_kind(m) not in ("fullft", "lora")]
+    if other:
+        raise _Invalid("methods", f"rl.trainer trl trains FullFT and LoRA only, not {', '.join(other)}")
 
 
 def _device(cfg: StudyConfig) -> None:

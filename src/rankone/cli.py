@@ -265,17 +265,17 @@ def config_reference() -> str:
     """docs/config.md: every field of the schema, and the names the registered fields know."""
     from rankone.configdoc import markdown
     from rankone.engines import ENGINES
-    from rankone.objectives import BASELINES, LOSSES
+    from rankone.objectives import BASELINES, LOSSES, TRAINERS
     from rankone.tasks import BUILT_IN
 
-    registries = {"rollout.engine": ENGINES, "rl.baseline": BASELINES, "rl.loss": LOSSES}
+    registries = {"rollout.engine": ENGINES, "rl.baseline": BASELINES, "rl.loss": LOSSES, "rl.trainer": TRAINERS}
     return markdown(json_schema(), registries, {task.name: task for task in BUILT_IN})
 
 
 # `rankone --help` lists the commands in these groups, in this order.
 COMMAND_GROUPS = {
     "check and size a study": ["check", "plan", "resolve"],
-    "inspect a study": ["status", "runs", "summary"],
+    "inspect a study": ["status", "runs", "summary", "compare"],
     "stages (each Snakemake job runs one)": [
         "data",
         "models",
@@ -428,6 +428,13 @@ def main(argv: list[str] | None = None) -> int:
         "shapes from 0.6B to 32B, FullFT and LoRA rank 1 (GPUs, memory, GPU-hours per run)",
     )
     planner.set_defaults(func=None)
+    compare = sub.add_parser(
+        "compare",
+        help="two studies' verdicts side by side (e.g. the default and its cross-check through TRL), as markdown",
+    )
+    compare.add_argument("studies", nargs=2, metavar="STUDY", help="results/<exp>, reports/<exp> or a verdicts.csv")
+    compare.add_argument("--out", help="also write the table to this markdown file")
+    compare.set_defaults(func=None)
     resolve = sub.add_parser("resolve", help="validate a config and write it, defaults filled in, to --out")
     resolve.add_argument("--config", required=True)
     resolve.add_argument("--out", required=True)
@@ -463,6 +470,22 @@ def main(argv: list[str] | None = None) -> int:
             log.error("%s", err)
             return 2
         print(f"Published: {index.resolve()} (serve it: python -m http.server -d {index.parent})")
+        return 0
+    if args.command == "compare":
+        from rankone.compare import markdown, side_by_side, verdicts_of
+
+        try:
+            tables = [verdicts_of(study) for study in args.studies]
+        except InputError as err:
+            log.error("%s", err)
+            return 2
+        names = tuple(
+            Path(study).name if Path(study).is_dir() else Path(study).parent.parent.name for study in args.studies
+        )
+        text = markdown(*side_by_side(*tables, names), names) + "\n"
+        sys.stdout.write(text)
+        if args.out:
+            Path(args.out).write_text(text)
         return 0
     if args.command == "captions":
         from rankone.figures import write_captions

@@ -256,6 +256,11 @@ class RLConfig(Strict):
         description="Calibration lever: add -calibration_alpha * (p - y)^2 (a Brier term; p the stated confidence, y "
         "whether the answer is right) to the training reward. Needs tasks.rl.confidence; 0 turns it off.",
     )
+    trainer: str = Field(
+        "rankone",
+        description="Who runs the RL step: a name in the registry rankone.objectives.TRAINERS (rankone, trl; the "
+        "config reference lists what each is). The run folder and the evaluation are rankone's either way.",
+    )
     baseline: str = Field(
         "group",
         description="What advantages are measured from: a name in the registry rankone.objectives.BASELINES (group, "

@@ -1,6 +1,7 @@
 """The RL trainer's named choices, looked up by name as tasks (rankone.tasks.TASKS), models
 (rankone.presets.PRESETS) and rollout engines (rankone.engines.ENGINES) are: the baseline
-advantages are measured from (`rl.baseline`) and the loss the update minimises (`rl.loss`).
+advantages are measured from (`rl.baseline`), the loss the update minimises (`rl.loss`) and the
+trainer that runs the step (`rl.trainer`).
 
 The registries hold names, help and where each choice's code lives (rankone.registry.Entry; the
 code is in rankone.train.pg), not the code: it imports torch, which the config checks and the DAG
@@ -54,4 +55,18 @@ LOSSES = {
     ),
 }
 
-__all__ = ["BASELINES", "LOSSES"]
+TRAINERS = {
+    "rankone": Entry("rankone.train.rl:train", "rankone's own trainer (rankone.train.rl), every choice and lever"),
+    "trl": Entry(
+        "rankone.train.trl_grpo:train",
+        "TRL's GRPOTrainer with its knobs set to rankone's algorithm (the cross-check; FullFT and LoRA, losses pg, "
+        "grpo and dapo, the group baseline, no levers, the hf engine; docs/protocol.md maps the knobs)",
+    ),
+}
+
+# rl.loss -> TRL's (loss_type, scale_rewards) under rl.trainer trl. rankone's pg has no TRL twin:
+# "dr_grpo" is the nearest, the same sum of ratio x advantage over tokens over a normaliser constant
+# in the step (all sequences x max_completion_length, where pg counts the episodes with signal).
+TRL_LOSSES = {"pg": ("dr_grpo", "none"), "grpo": ("grpo", "group"), "dapo": ("dapo", "none")}
+
+__all__ = ["BASELINES", "LOSSES", "TRAINERS", "TRL_LOSSES"]
