@@ -119,12 +119,7 @@ def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame, p
         trained, evaluated = read_json(trained_path), evaluations[run.path]
         metric, sign = SCORE[run.regime]
         row = {
-            "regime": run.regime,
-            "model": run.model,
-            "method": run.method,
-            "rank": run.rank,
-            "lr": run.lr,
-            "seed": run.seed,
+            **run.fields,
             "status": trained["status"],
             "trainable_parameters": trained["trainable_parameters"],
             "train_seconds": trained["train_seconds"],

@@ -1125,6 +1125,18 @@ class RunId:
         )
 
     @property
+    def fields(self) -> dict:
+        """The run's coordinates as a record's first columns: regime, model, method, rank, lr, seed."""
+        return {
+            "regime": self.regime,
+            "model": self.model,
+            "method": self.method,
+            "rank": self.rank,
+            "lr": self.lr,
+            "seed": self.seed,
+        }
+
+    @property
     def cell(self) -> str:
         """The (regime, model, method, lr) this run belongs to; one train job runs all its seeds."""
         return self.path.rsplit("/", 1)[0]

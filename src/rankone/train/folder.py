@@ -276,12 +276,7 @@ class RunFolder:
             extra = {**(extra or {}), "processes": self.group.size}
         info = {
             "run": self.run.path,
-            "regime": self.run.regime,
-            "model": self.run.model,
-            "method": self.run.method,
-            "rank": self.run.rank,
-            "lr": self.run.lr,
-            "seed": self.run.seed,
+            **self.run.fields,
             "status": status,
             "steps_completed": self.state.step,
             "trainable_parameters": trainable_parameters(self.learner.policy),

@@ -214,12 +214,7 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
     save_weights(cfg, run, policy, out_dir / "weights", cfg.rl.steps, Path(model_dir))
     info = {
         "run": run.path,
-        "regime": run.regime,
-        "model": run.model,
-        "method": run.method,
-        "rank": run.rank,
-        "lr": run.lr,
-        "seed": run.seed,
+        **run.fields,
         "status": "completed" if all(math.isfinite(m["loss"]) for m in state["metrics"]) else "diverged",
         "steps_completed": len(state["metrics"]),
         "trainable_parameters": trainable_parameters(policy),
