@@ -764,3 +764,21 @@ def test_the_report_says_how_far_the_edge_extension_went_and_where_the_cap_was_h
         columns=["method", "lr_edge", "lr_extended", "fullft_lr_edge", "fullft_lr_extended"],
     )
     assert "rank 1 (low, after 2 lrs added past the grid: the cap)" in edge_note(verdicts)
+
+
+def test_a_missing_value_never_prints_as_nan_on_a_page():
+    """A page shows an empty cell, or says there is no interval, where a value is missing
+    (issue #42: "nan bits", "CI [+nan, +nan]", best lrs with no next lr)."""
+    import re
+    from types import SimpleNamespace
+
+    from rankone.config import validate
+    from rankone.report import _ci, _round, to_markdown
+    from rankone.render import block
+    from tests.conftest import smoke_dict
+
+    table = pd.DataFrame({"lr": [1e-3, math.nan], "next_lr": [math.nan, 2e-3], "gap": [0.1234, math.nan]})
+    shown = _round(table)
+    page = to_markdown(validate(smoke_dict()), [("t", [shown])]) + block(shown)
+    assert not re.search(r"\bnan\b", page, re.I) and "0.002" in page and "0.123" in page
+    assert _ci(SimpleNamespace(gap=0.026, ci_low=math.nan, ci_high=math.nan)) == "+0.026, no interval"

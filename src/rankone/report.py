@@ -412,6 +412,8 @@ def layer_findings(table: pd.DataFrame) -> list[str]:
 
 
 def _ci(r) -> str:
+    if pd.isna(r.ci_low) or pd.isna(r.ci_high):  # one seed: no interval to print
+        return f"{r.gap:+.3f}, no interval"
     return f"{r.gap:+.3f}, CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
 
 
@@ -1016,7 +1018,7 @@ def build_sections(
             ],
         ),
         *([("Across base models", pooled_blocks(pooled, cfg.analysis.confidence))] if len(pooled) else []),
-        (SECTIONS["rl_curves"], [("figure", "rl_curves.png")]),
+        *([(SECTIONS["rl_curves"], [("figure", "rl_curves.png")])] if "rl" in cfg.regimes else []),
         (
             SECTIONS["lr_sweep"],
             [
@@ -1056,11 +1058,12 @@ def build_sections(
             ],
         ),
         *([("Which layers", [*layer_findings(layer_table), _round(layer_table)])] if len(layer_table) else []),
-        (SECTIONS["sft_curves"], [("figure", "sft_curves.png")]),
+        *([(SECTIONS["sft_curves"], [("figure", "sft_curves.png")])] if "sft" in cfg.regimes else []),
         (
             SECTIONS["information"],
             [
-                f"SFT dataset: {sft_bits:,.0f} bits. Capacity line: {cfg.analysis.bits_per_param:g} bits per trainable "
+                (f"SFT dataset: {sft_bits:,.0f} bits. " if has_sft_bits else "")
+                + f"Capacity line: {cfg.analysis.bits_per_param:g} bits per trainable "
                 "parameter (Allen-Zhu & Li). RL bound: cumulative sum over groups of group size × reward entropy.",
                 sft_arm_note(info),
                 ("figure", "information.png"),
@@ -1152,7 +1155,7 @@ def _round(table: pd.DataFrame) -> pd.DataFrame:
     """Scores and gaps to three decimals (what intervals over a handful of seeds support);
     learning rates as written in the config."""
     rates = [c for c in table.columns if c == "lr" or c.endswith("_lr")]
-    return table.round(3).assign(**{c: table[c].map(lambda v: f"{v:g}") for c in rates})
+    return table.round(3).assign(**{c: table[c].map(lambda v: f"{v:g}" if pd.notna(v) else "") for c in rates})
 
 
 def _matrix_summary(matrices: pd.DataFrame) -> pd.DataFrame:
@@ -1174,8 +1177,8 @@ def to_markdown(cfg: StudyConfig, sections) -> str:
     for heading, blocks in sections:
         lines += [f"## {heading}", ""]
         for b in blocks:
-            if isinstance(b, pd.DataFrame):
-                lines += [b.to_markdown(index=False), ""]
+            if isinstance(b, pd.DataFrame):  # a missing value is an empty cell, never "nan"
+                lines += [b.astype(object).where(b.notna(), None).to_markdown(index=False, missingval=""), ""]
             elif isinstance(b, tuple):
                 caption = FIGURES[b[1]].caption
                 lines += [f"![{caption}]({b[1]})", "", f"*{caption}*", ""]
