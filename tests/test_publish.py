@@ -167,3 +167,44 @@ def test_uncommitted_changes_outside_the_code_leave_an_output_reproducible():
     assert from_commit(record(True), clean_code([clean, record(True)]))  # legacy: its code is a clean run's
     assert not from_commit(record(True, digest="f00d"), clean_code([clean]))
     assert not from_commit(record(True), clean_code([record(True)]))
+
+
+def test_the_index_figure_draws_every_rank_one_verdict_in_margins():
+    """The index opens with one figure: a row per (study, part, regime, model) that has a margin, its
+    gap and interval in margins, the margins drawn, an arrow where an interval runs off the scale."""
+    import math
+    import re
+
+    import pandas as pd
+
+    from rankone.publish import FOREST_SPAN, rank1_figure
+
+    def row(study, regime, gap, low, high, verdict, margin=0.05, part="study"):
+        return dict(
+            study=study,
+            part=part,
+            regime=regime,
+            model="m",
+            rank=1,
+            verdict=verdict,
+            gap=gap,
+            ci_low=low,
+            ci_high=high,
+            seeds=4,
+            margin=margin,
+        )
+
+    table = pd.DataFrame(
+        [
+            row("a", "RL", 0.01, -0.02, 0.03, "parity"),
+            row("b", "SFT", -1.2, -1.4, -1.0, "worse", margin=0.1),  # 12 margins: off the scale
+            row("c", "RL", 0.0, -0.1, 0.1, "not judged (FullFT did not learn it)", part="64 keys"),
+            row("d", "RL", 0.0, -0.1, 0.1, "inconclusive", margin=math.nan),  # no margin: not drawn
+        ]
+    )
+    svg = rank1_figure(table)
+    assert svg.startswith("<figure") and svg.count("<circle") == 3 and svg.count("stroke-dasharray") == 2
+    assert "a · RL · m" in svg and "c · 64 keys · RL · m" in svg and "d · RL" not in svg
+    assert svg.count("<path") == 2 and ">not judged<" in svg  # both ends of b's interval past -FOREST_SPAN
+    assert f">{-FOREST_SPAN:+d}<" in svg and not re.search(r"\bnan\b", svg)
+    assert rank1_figure(table.iloc[:0]) == ""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -459,6 +460,7 @@ def rank1_verdicts(reports_root: Path, entries: list[dict]) -> pd.DataFrame:
                         "ci_low": r.ci_low,
                         "ci_high": r.ci_high,
                         "seeds": int(r.seeds),
+                        "margin": getattr(r, "margin", math.nan),
                         "exploratory": getattr(r, "judged_on", "") == "sweep seeds",
                         "about": r.about if isinstance(getattr(r, "about", None), str) else "",
                     }
@@ -623,6 +625,77 @@ def _rank1_html(table: pd.DataFrame) -> str:
     )
 
 
+VERDICT_COLOURS = {
+    "parity": "#1b7837",
+    "small": "#e08214",
+    "worse": "#b2182b",
+    "better": "#2166ac",
+    "inconclusive": "#777777",
+}
+FOREST_SPAN = 4  # margins either side of 0; a gap or interval end beyond it is drawn at the edge, with an arrow
+
+
+def rank1_figure(table: pd.DataFrame) -> str:
+    """The index's figure: rank 1 against FullFT in every study, regime and model, as an inline SVG
+    forest (no image file to draw or keep): each gap and its 95% interval in units of its own
+    margin, the margins at -1 and +1, coloured by verdict; a row without a margin is left out."""
+    rows = table[table.margin.notna() & (table.margin > 0)] if len(table) else table
+    if not len(rows):
+        return ""
+    left, width, row_h, top = 330, 420, 22, 34
+    height = top + row_h * len(rows) + 40
+
+    def x(v: float) -> float:
+        return left + (max(-FOREST_SPAN, min(FOREST_SPAN, v)) + FOREST_SPAN) / (2 * FOREST_SPAN) * width
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 {left + width + 100} {height}" '
+        f'width="100%" style="max-width:{left + width + 100}px;font:12px sans-serif">',
+        "<title>Rank 1 against FullFT, every study: gap in margins, 95% interval</title>",
+    ]
+    for v, dash in ((-1, "4 3"), (0, ""), (1, "4 3")):
+        parts.append(
+            f'<line x1="{x(v):.1f}" y1="{top - 8}" x2="{x(v):.1f}" y2="{height - 34}" stroke="#444" '
+            f'stroke-width="{1.5 if v == 0 else 1}"' + (f' stroke-dasharray="{dash}"' if dash else "") + "/>"
+        )
+    for v in range(-FOREST_SPAN, FOREST_SPAN + 1):
+        label = "0" if v == 0 else f"{v:+d}"
+        parts.append(f'<text x="{x(v):.1f}" y="{height - 18}" text-anchor="middle">{label}</text>')
+    parts.append(
+        f'<text x="{left + width / 2:.1f}" y="{height - 4}" text-anchor="middle">gap to FullFT, in margins '
+        "(dashed: the margin; worse than FullFT to the left)</text>"
+    )
+    parts.append(
+        f'<text x="{left + width / 2:.1f}" y="14" text-anchor="middle" font-weight="bold">'
+        "Rank 1 against FullFT, every study (95% intervals)</text>"
+    )
+    for i, r in enumerate(rows.itertuples()):
+        y = top + row_h * i + row_h / 2
+        colour = VERDICT_COLOURS.get(r.verdict, "#bbbbbb")
+        label = " · ".join([r.study, *([r.part] if r.part != "study" else []), r.regime, r.model])
+        parts.append(f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">{html.escape(label)}</text>')
+        low, high, gap = (v / r.margin for v in (r.ci_low, r.ci_high, r.gap))
+        if pd.notna(low) and pd.notna(high):
+            parts.append(
+                f'<line x1="{x(low):.1f}" y1="{y:.1f}" x2="{x(high):.1f}" y2="{y:.1f}" stroke="{colour}" '
+                'stroke-width="2"/>'
+            )
+            for end, sign in ((low, -1), (high, 1)):
+                if abs(end) > FOREST_SPAN:  # off the scale: an arrowhead at the edge
+                    tip = x(end)
+                    parts.append(f'<path d="M{tip:.1f},{y:.1f} l{-6 * sign},-4 l0,8 z" fill="{colour}"/>')
+        hollow = r.verdict == "not judged"
+        parts.append(
+            f'<circle cx="{x(gap):.1f}" cy="{y:.1f}" r="4.5" fill="{"white" if hollow else colour}" '
+            f'stroke="{colour}" stroke-width="1.5"><title>{html.escape(r.verdict)}: {html.escape(_gap(r))} '
+            f"(margin ±{r.margin:g})</title></circle>"
+        )
+        word = r.verdict.split(" (")[0]  # the verdict alone; its reason is in the tooltip and the table below
+        parts.append(f'<text x="{left + width + 6}" y="{y + 4:.1f}" fill="{colour}">{html.escape(word)}</text>')
+    parts.append("</svg>")
+    return "<figure class='forest'>" + "".join(parts) + "</figure>"
+
+
 def _regime_by_task_html(table: pd.DataFrame) -> str:
     if not len(table):
         return ""
@@ -648,7 +721,8 @@ def site_index(entries: list[dict], reports_root: Path = Path("reports")) -> str
         "<h1>rankone: published studies</h1><p>How much adapter capacity does RL need? Each study compares "
         "LoRA ranks with full fine-tuning at each method's best learning rate; a verdict of parity needs the "
         "whole confidence interval inside the margin.</p>"
-        "<table><tr><th>study</th><th style='text-align:left'>headline</th><th>commit</th><th>finished</th>"
+        + rank1_figure(table)
+        + "<table><tr><th>study</th><th style='text-align:left'>headline</th><th>commit</th><th>finished</th>"
         f"<th>wall time</th><th>runs complete</th></tr>{rows}</table>"
         + ("" if entries else "<p>No study has results yet.</p>")
         + _rank1_html(table)
