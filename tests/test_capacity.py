@@ -216,3 +216,49 @@ def test_the_crossover_sentence_says_whether_rank_1_saturates_alike():
         ]
     )
     assert "FullFT itself recalls at most 50 bits" in crossover_sentence(weak)  # RL never reached 200 bits
+
+
+def test_an_rl_size_is_judged_only_where_fullft_learned_enough_of_it():
+    """Issue #40's precondition: FullFT under RL must recall 90% of the table or twice rank 1's SFT
+    capacity (the most rank 1 recalled by SFT at any size), whichever is smaller; otherwise that
+    size's RL verdicts read "FullFT did not learn it". SFT rows keep their own verdicts."""
+    from rankone.capacity import NOT_LEARNED, rl_precondition
+
+    def row(regime, n, method, bits, verdict=None):
+        return dict(
+            regime=regime,
+            model="m",
+            n_facts=n,
+            table_bits=float(n),
+            method=method,
+            rank=None if method == "fullft" else 1,
+            bits_recalled=bits,
+            verdict=verdict,
+        )
+
+    cross = pd.DataFrame(
+        [
+            row("sft", 64, "fullft", 64),
+            row("sft", 64, "lora-r1", 40, "worse"),
+            row("sft", 256, "fullft", 250),
+            row("sft", 256, "lora-r1", 50, "worse"),  # rank 1's SFT capacity: 50
+            row("rl", 64, "fullft", 58),
+            row("rl", 64, "lora-r1", 30, "worse"),  # bar min(57.6, 100): learned
+            row("rl", 256, "fullft", 120),
+            row("rl", 256, "lora-r1", 40, "worse"),  # bar min(230, 100): learned
+            row("rl", 1024, "fullft", 90),
+            row("rl", 1024, "lora-r1", 20, "inconclusive"),  # bar 100: missed
+        ]
+    )
+    out = rl_precondition(cross).set_index(["regime", "n_facts", "method"])
+    assert out.loc[("rl", 64, "lora-r1"), "rl_bar_bits"] == pytest.approx(57.6)
+    assert out.loc[("rl", 256, "lora-r1"), "rl_bar_bits"] == 100 and out.loc[("rl", 256, "fullft"), "fullft_learned"]
+    assert (
+        out.loc[("rl", 64, "lora-r1"), "verdict"] == "worse" and out.loc[("rl", 256, "lora-r1"), "verdict"] == "worse"
+    )
+    assert out.loc[("rl", 1024, "lora-r1"), "verdict"] == NOT_LEARNED
+    assert out.loc[("sft", 256, "lora-r1"), "verdict"] == "worse" and math.isnan(
+        out.loc[("sft", 64, "fullft"), "rl_bar_bits"]
+    )
+    without_sft = rl_precondition(cross[cross.regime == "rl"]).set_index(["n_facts", "method"])
+    assert without_sft.loc[(256, "lora-r1"), "verdict"] == NOT_LEARNED  # the table share alone: 120 < 230.4

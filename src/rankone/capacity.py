@@ -222,6 +222,34 @@ def crossover_rows(
     return rows
 
 
+LEARNED_SHARE, OVER_RANK1 = 0.9, 2.0  # issue #40's precondition on FullFT under RL, per table size
+NOT_LEARNED = "not judged (FullFT did not learn it)"
+
+
+def rl_precondition(cross: pd.DataFrame) -> pd.DataFrame:
+    """The crossover's precondition: an RL size is judged only where FullFT under RL recalled at least
+    LEARNED_SHARE of the table's bits or OVER_RANK1 x rank 1's SFT capacity, whichever is smaller (a
+    size FullFT could not learn by RL cannot tell whether rank 1 saturates). Rank 1's SFT capacity
+    is the most bits rank 1 recalled by SFT at any size of the same study (`rank1_sft_bits`; without
+    an SFT rank 1, the bar is the table share alone). Adds `rl_bar_bits` and `fullft_learned` to the
+    RL rows; their LoRA verdicts read NOT_LEARNED where FullFT missed the bar."""
+    if not len(cross) or "rl" not in set(cross.regime):
+        return cross
+    sft_rank1 = cross[(cross.regime == "sft") & (cross["rank"] == 1)]
+    capacity = sft_rank1.groupby("model").bits_recalled.max()
+    cross = cross.copy()
+    rl = cross.regime == "rl"
+    cross["rank1_sft_bits"] = cross.model.map(capacity)
+    bar = LEARNED_SHARE * cross.table_bits
+    cross["rl_bar_bits"] = bar.where(cross.rank1_sft_bits.isna(), bar.clip(upper=OVER_RANK1 * cross.rank1_sft_bits))
+    full = cross[rl & (cross.method == "fullft")].set_index(["model", "n_facts"]).bits_recalled
+    fullft_bits = pd.Series(list(zip(cross.model, cross.n_facts)), index=cross.index).map(full)
+    cross["fullft_learned"] = (fullft_bits >= cross.rl_bar_bits).where(rl)
+    cross.loc[rl & cross["rank"].notna() & cross.fullft_learned.eq(False), "verdict"] = NOT_LEARNED
+    cross.loc[~rl, "rl_bar_bits"] = math.nan
+    return cross
+
+
 def run(cfg: StudyConfig, at: Layout) -> None:
     sizes = {}
     for n in cfg.capacity.n_facts:
@@ -229,12 +257,14 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         sub, where = part.study(cfg, at), part.layout(at)
         sizes[n] = (sub, where, *size_runs(sub, where))
     table = capacity_table(cfg, sizes)
-    cross = pd.DataFrame(
-        [
-            row
-            for n, (sub, _, runs, curves, best) in sizes.items()
-            for row in crossover_rows(cfg, sub, n, runs, curves, best)
-        ]
+    cross = rl_precondition(
+        pd.DataFrame(
+            [
+                row
+                for n, (sub, _, runs, curves, best) in sizes.items()
+                for row in crossover_rows(cfg, sub, n, runs, curves, best)
+            ]
+        )
     )
     outputs = {
         "capacity.csv": table,
