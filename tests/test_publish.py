@@ -208,3 +208,40 @@ def test_the_index_figure_draws_every_rank_one_verdict_in_margins():
     assert svg.count("<path") == 2 and ">not judged<" in svg  # both ends of b's interval past -FOREST_SPAN
     assert f">{-FOREST_SPAN:+d}<" in svg and not re.search(r"\bnan\b", svg)
     assert rank1_figure(table.iloc[:0]) == ""
+
+
+def test_a_study_page_puts_its_verdicts_in_one_table_with_rank_one_standing_out():
+    import math
+
+    import pandas as pd
+
+    from rankone.publish import verdict_table
+
+    def row(method, rank, verdict, gap, low, high, metric="score"):
+        return dict(
+            regime="rl",
+            model="m",
+            method=method,
+            rank=rank,
+            metric=metric,
+            verdict=verdict,
+            gap=gap,
+            ci_low=low,
+            ci_high=high,
+            seeds=12,
+            about="learning",
+        )
+
+    verdicts = pd.DataFrame(
+        [
+            row("lora-r1", 1, "worse", -0.2, -0.3, -0.1),
+            row("lora-r16", 16, "parity", 0.0, -0.01, 0.01),
+            row("temperature", math.nan, "worse", -0.4, math.nan, math.nan),
+            row("lora-r1", 1, "worse", -0.3, -0.4, -0.2, metric="greedy_accuracy"),  # one metric: the score
+        ]
+    )
+    html = verdict_table(verdicts)
+    assert html.count("<tr") == 4 and html.count("class=rank1") == 1
+    assert "<tr class=rank1><td>RL · m</td>" in html and "-0.200 [-0.300, -0.100]" in html
+    assert "no interval" in html and "nan" not in html
+    assert verdict_table(pd.DataFrame()) == ""

@@ -106,7 +106,7 @@ def visit(browser, url: str, screenshot: str | None = None) -> dict:
         name: page.eval_on_selector(
             selector, "e => { const r = e.getBoundingClientRect(); return [r.top, r.bottom, r.width]; }"
         )
-        for name, selector in (("forest", "#the-answer img"), ("headline", "#the-answer ul"))
+        for name, selector in (("forest", "#the-answer img"), ("verdicts", "#the-answer table.verdicts"))
         if page.query_selector(selector)
     }
     if screenshot:
@@ -154,11 +154,14 @@ def test_every_page_loads_its_images_resolves_its_links_and_logs_no_errors(site,
 
 
 def test_the_answer_is_in_the_first_viewport(site, browser):
+    """A study page opens with its headline figure at full width, then the verdict table (rank 1's
+    rows standing out), both starting in the first viewport, before any prose."""
     base, _ = site
     boxes = visit(browser, urljoin(base, "smoke/index.html"))["boxes"]
-    for name in ("forest", "headline"):
-        top, bottom, width = boxes[name]
-        assert 0 <= top and bottom <= VIEWPORT["height"] and width > 200, (name, boxes[name])
+    top, bottom, width = boxes["forest"]
+    assert 0 <= top and bottom <= VIEWPORT["height"] and width > 0.8 * VIEWPORT["width"], boxes
+    top, _, width = boxes["verdicts"]
+    assert boxes["forest"][1] <= top < VIEWPORT["height"] and width > 200, boxes
 
 
 def test_a_published_study_has_results_a_tool_can_read(site):

@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from rankone import render, report, status
-from rankone.config import StudyConfig, load
+from rankone.config import StudyConfig, load, method_label
 from rankone.outputs import FIGURES, TABLES
 from rankone.io import InputError, atomic_path, log, read_table
 from rankone.paths import Layout
@@ -291,6 +291,33 @@ def one_line(verdicts: pd.DataFrame) -> str:
     return "; ".join(parts) + " against FullFT"
 
 
+def verdict_table(verdicts: pd.DataFrame) -> str:
+    """The study's verdicts on its score as one table, before any prose: a row per (regime, model,
+    method) judged against FullFT, its gap and 95% interval, seeds, verdict and what it is about;
+    rank 1 (each regime's lowest LoRA rank) stands out."""
+    if not len(verdicts) or "metric" not in verdicts:
+        return ""
+    score = verdicts[verdicts.metric == "score"]
+    lowest = score[score["rank"].notna()].groupby("regime")["rank"].min()
+    rows = []
+    for r in score.itertuples():
+        rank1 = pd.notna(r.rank) and r.rank == lowest.get(r.regime)
+        about = r.about if isinstance(getattr(r, "about", None), str) else ""
+        cells = [
+            f"{report.NAMES.get(r.regime, r.regime)} · {r.model}",
+            method_label(r.method),
+            f"<strong>{html.escape(str(r.verdict))}</strong>",
+            _gap(r),
+            f"{int(r.seeds)}",
+            html.escape(about),
+        ]
+        rows.append(f"<tr{' class=rank1' if rank1 else ''}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = "".join(
+        f"<th>{h}</th>" for h in ("regime · model", "method", "verdict", "gap to FullFT [95% CI]", "seeds", "about")
+    )
+    return f'<div class="scroll"><table class="verdicts"><tr>{head}</tr>{"".join(rows)}</table></div>'
+
+
 def _anchor(heading: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-")
 
@@ -324,11 +351,13 @@ def experiment_page(
         method = [b for b in sections[0][1] if isinstance(b, str) and b not in answer]
         figures = [b for b in sections[0][1] if isinstance(b, tuple) and b[1] != "forest.png"]  # the trajectory
         body.append(
-            '<section class="answer" id="the-answer"><img src="forest.png" alt="'
+            '<section class="answer" id="the-answer"><figure><img src="forest.png" alt="'
             + html.escape(FIGURES["forest.png"].caption)
-            + '"><div><h2 style="margin-top:0">The answer</h2><ul>'
+            + '"></figure>'
+            + verdict_table(analysis["verdicts"])
+            + "<h2>The answer</h2><ul>"
             + "".join(f"<li>{render.text(a)}</li>" for a in answer)
-            + "</ul></div></section>"
+            + "</ul></section>"
             + "".join(render.block(f) for f in figures)
             + "".join(f'<p class="method">{render.text(m)}</p>' for m in method)
         )

@@ -21,9 +21,9 @@ header{background:#f4f4f6;border-bottom:1px solid #ddd;padding:.5em 1.5em}
 header a{margin-right:1em}main{max-width:1240px;margin:0 auto;padding:0 1.5em 3em}
 h1{font-size:1.4em;margin:.3em 0}p.method{font-size:13px;color:#444}
 h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #eee}
-.answer{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:1.5em;align-items:start}
-.answer img{width:100%;max-height:560px;object-fit:contain}.answer ul{margin:0;padding-left:1.1em;font-size:13px;
-line-height:1.4}.answer li{margin-bottom:.35em}@media(max-width:900px){.answer{grid-template-columns:1fr}}
+.answer figure{margin:.5em 0}.answer figure img{width:100%;max-height:55vh;object-fit:contain}
+.answer ul{margin:0;padding-left:1.1em;font-size:13px;line-height:1.4}.answer li{margin-bottom:.35em}
+table.verdicts tr.rank1 td{font-weight:600;background:#e8f1fb}table.verdicts td:first-child{text-align:left}
 figure{margin:1em 0}figure img{max-width:100%;height:auto;max-height:640px}figcaption{color:#555;font-size:13px}
 table{border-collapse:collapse;font-size:13px;margin:.5em 0}td,th{padding:3px 8px;border-bottom:1px solid #ddd;
 text-align:right}th{background:#fafafa}.scroll{overflow-x:auto}.note{background:#fff6e0;padding:.6em 1em;
