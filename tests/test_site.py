@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -102,18 +103,23 @@ def visit(browser, url: str, screenshot: str | None = None) -> dict:
         "img", "els => els.map(e => [e.getAttribute('src'), e.naturalWidth, e.naturalHeight])"
     )
     links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
+    words = page.inner_text("body")
     boxes = {
         name: page.eval_on_selector(
             selector, "e => { const r = e.getBoundingClientRect(); return [r.top, r.bottom, r.width]; }"
         )
-        for name, selector in (("forest", "#the-answer img"), ("verdicts", "#the-answer table.verdicts"))
+        for name, selector in (
+            ("forest", "#the-answer img"),
+            ("verdicts", "#the-answer table.verdicts"),
+            ("index figure", "figure.forest svg"),
+        )
         if page.query_selector(selector)
     }
     if screenshot:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / screenshot))
     page.close()
-    return {"errors": errors, "images": images, "links": links, "boxes": boxes}
+    return {"errors": errors, "images": images, "links": links, "boxes": boxes, "words": words}
 
 
 def check_pages(browser, base: str, root: Path, screenshots: dict | None = None) -> list[str]:
@@ -151,6 +157,11 @@ def test_every_page_loads_its_images_resolves_its_links_and_logs_no_errors(site,
     assert (root.parent / "results" / "smoke" / "snakemake-report.zip").stat().st_size
     assert {f"data/{name}" for name in ("verdicts.csv", "runs.csv")} <= set(smoke["links"])
     assert (ARTIFACTS / "index.png").stat().st_size and (ARTIFACTS / "smoke.png").stat().st_size
+    index = visit(browser, urljoin(base, "index.html"))
+    top, _, width = index["boxes"]["index figure"]  # the index opens with the rank-1 figure
+    assert 0 <= top < VIEWPORT["height"] and width > 400, index["boxes"]
+    for seen in (smoke, index):  # a missing value is an empty cell or words, never "nan"
+        assert not re.search(r"\bnan\b", seen["words"], re.I), re.findall(r".{40}\bnan\b.{20}", seen["words"])
 
 
 def test_the_answer_is_in_the_first_viewport(site, browser):
