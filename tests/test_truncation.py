@@ -96,3 +96,10 @@ def test_findings_sentence_states_the_share_and_the_interval():
     (sentence,) = truncation_findings(summary(hand_table(), 0.95))
     assert "keeps 60%" in sentence and "of the gain" in sentence and "+0.400 reward" in sentence
     assert "smallest k whose interval lies at or above 90% is 8" in sentence
+
+
+def test_findings_sentence_without_a_gain_says_so_instead_of_printing_nan():
+    table = summary(hand_table(), 0.95)
+    table[["kept", "low", "high"]] = math.nan  # FullFT gained nothing: no share of a gain to keep
+    (sentence,) = truncation_findings(table)
+    assert "FullFT gained nothing over the base" in sentence and "nan" not in sentence

@@ -257,11 +257,14 @@ def truncation_findings(summary: pd.DataFrame) -> list[str]:
             if len(enough)
             else "no k has its interval at or above 90%"
         )
+        head = f"**{model}** (FullFT's gain over the base: {first.gain:+.3f} reward, {int(first.seeds)} seeds): "
+        if pd.isna(first.kept):  # no gain over the base: no share of it to keep
+            out.append(head + "FullFT gained nothing over the base, so no share of a gain can be kept.")
+            continue
+        interval = f" [{first.low:.0%}, {first.high:.0%}]" if pd.notna(first.low) else " (no interval)"
         out.append(
-            f"**{model}** (FullFT's gain over the base: {first.gain:+.3f} reward, {int(first.seeds)} seeds): "
-            f"keeping the top {_directions(int(first.k))} of every weight update keeps {first.kept:.0%} "
-            f"[{first.low:.0%}, {first.high:.0%}] of the gain and {first.energy_kept:.0%} of the update's "
-            f"squared norm; {reach}."
+            head + f"keeping the top {_directions(int(first.k))} of every weight update keeps {first.kept:.0%}"
+            f"{interval} of the gain and {first.energy_kept:.0%} of the update's squared norm; {reach}."
         )
     return out
 
