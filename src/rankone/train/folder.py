@@ -274,28 +274,59 @@ class RunFolder:
         self._save_pretrained(self.out_dir / "weights")
         if self.group.size > 1:
             extra = {**(extra or {}), "processes": self.group.size}
-        info = {
-            "run": self.run.path,
-            **self.run.fields,
-            "status": status,
-            "steps_completed": self.state.step,
-            "trainable_parameters": trainable_parameters(self.learner.policy),
-            "train_seconds": round(sum(t["seconds"] for t in self.state.timings), 2),
-            **self.state.totals(),
-            **(extra or {}),
-            "provenance": provenance(self.cfg, "train", self.run.seed, self.started, self.run.regime),
-            "resolved_config": self.cfg.model_dump(mode="json"),
-        }
+        state = self.state
+        info = run_record(
+            self.cfg,
+            self.run,
+            status,
+            state.step,
+            trainable_parameters(self.learner.policy),
+            state.timings,
+            {**state.totals(), **(extra or {})},
+            self.started,
+        )
         if not self.group.main:
             return info
-        write_jsonl(self.out_dir / "metrics.jsonl", self.state.metrics)
-        write_jsonl(self.out_dir / "timings.jsonl", self.state.timings)
-        (self.out_dir / SNAPSHOTS).mkdir(parents=True, exist_ok=True)  # a Snakemake output, empty where none fell
-        write_json(self.out_dir / "run.json", info)
+        write_finished(self.out_dir, info, state.metrics, state.timings)
         _remove_tree(self.out_dir / f".{CHECKPOINT}.new")
         for name in (CHECKPOINT, PREVIOUS):  # set-aside unreadable ones stay
             _discard(self.out_dir / name)
         return info
+
+
+def run_record(
+    cfg: StudyConfig,
+    run: RunId,
+    status: str,
+    steps: int,
+    trainable: int,
+    timings: list[dict],
+    extra: dict,
+    started: float,
+) -> dict:
+    """run.json of a finished run, whichever trainer ran it: the run, its status and steps, its
+    trainable parameters and training seconds, the trainer's own totals (`extra`), provenance and
+    the resolved config."""
+    return {
+        "run": run.path,
+        **run.fields,
+        "status": status,
+        "steps_completed": steps,
+        "trainable_parameters": trainable,
+        "train_seconds": round(sum(t["seconds"] for t in timings), 2),
+        **extra,
+        "provenance": provenance(cfg, "train", run.seed, started, run.regime),
+        "resolved_config": cfg.model_dump(mode="json"),
+    }
+
+
+def write_finished(out_dir: Path, info: dict, metrics: list[dict], timings: list[dict]) -> None:
+    """A finished run's files: metrics.jsonl, timings.jsonl, snapshots/ (a Snakemake output, empty
+    where no late checkpoint fell) and run.json, written last: the completion marker."""
+    write_jsonl(out_dir / "metrics.jsonl", metrics)
+    write_jsonl(out_dir / "timings.jsonl", timings)
+    (out_dir / SNAPSHOTS).mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / "run.json", info)
 
 
 def _set_aside(folder: Path) -> Path:

@@ -35,12 +35,12 @@ from pathlib import Path
 from rankone.config import RunId, StudyConfig, tail_steps
 from rankone.data import read_split
 from rankone.info import entropy_bits
-from rankone.io import InputError, atomic_path, log, provenance, seed_everything, write_json, write_jsonl
+from rankone.io import InputError, atomic_path, log, seed_everything
 from rankone.objectives import TRL_LOSSES
 from rankone.models.load import load_base, make_policy, trainable_parameters
-from rankone.paths import SNAPSHOTS, snapshot
+from rankone.paths import snapshot
 from rankone.tasks import task_of
-from rankone.train.folder import identity, model_card
+from rankone.train.folder import identity, model_card, run_record, write_finished
 from rankone.train.rl import unparseable_share
 
 TRL_DIR, STATE = "trl", "rankone_state.json"
@@ -212,22 +212,20 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
     log.info("%s: %d trainable parameters, trained by TRL %s", run.path, trainable_parameters(policy), trl.__version__)
     trainer.train(resume_from_checkpoint=resume)
     save_weights(cfg, run, policy, out_dir / "weights", cfg.rl.steps, Path(model_dir))
-    info = {
-        "run": run.path,
-        **run.fields,
-        "status": "completed" if all(math.isfinite(m["loss"]) for m in state["metrics"]) else "diverged",
-        "steps_completed": len(state["metrics"]),
-        "trainable_parameters": trainable_parameters(policy),
-        "train_seconds": round(sum(t["seconds"] for t in state["timings"]), 2),
-        "info_bound_bits": state["info_bound_bits"],
-        "episodes": state["episodes"],
-        "trainer": f"trl {trl.__version__}",
-        "provenance": provenance(cfg, "train", run.seed, started, run.regime),
-        "resolved_config": cfg.model_dump(mode="json"),
-    }
-    write_jsonl(out_dir / "metrics.jsonl", state["metrics"])
-    write_jsonl(out_dir / "timings.jsonl", state["timings"])
-    (out_dir / SNAPSHOTS).mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / "run.json", info)
+    info = run_record(
+        cfg,
+        run,
+        "completed" if all(math.isfinite(m["loss"]) for m in state["metrics"]) else "diverged",
+        len(state["metrics"]),
+        trainable_parameters(policy),
+        state["timings"],
+        {
+            "info_bound_bits": state["info_bound_bits"],
+            "episodes": state["episodes"],
+            "trainer": f"trl {trl.__version__}",
+        },
+        started,
+    )
+    write_finished(out_dir, info, state["metrics"], state["timings"])
     shutil.rmtree(out_dir / TRL_DIR, ignore_errors=True)
     return info
