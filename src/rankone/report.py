@@ -103,15 +103,14 @@ def crossover_sentence(table: pd.DataFrame) -> str:
         f"and {sft:,.0f} [{sft_lo:,.0f}, {sft_hi:,.0f}] under SFT ({sft_n:,} keys); {same}. "
         f"{where[0].upper()}{where[1:]}."
     )
+    full = table[(table.regime == "rl") & (table.method == "fullft")]
     if "fullft_learned" in table:  # the precondition (rankone.capacity.rl_precondition), per RL size
-        full_rl = table[(table.regime == "rl") & (table.method == "fullft")].sort_values("n_facts")
-        passed = [int(n) for n in full_rl[full_rl.fullft_learned.eq(True)].n_facts]
+        passed = sorted(int(n) for n in full[full.fullft_learned.eq(True)].n_facts)
         out += (
-            f" Under RL FullFT learned {len(passed)} of {len(full_rl)} table sizes "
+            f" Under RL FullFT learned {len(passed)} of {len(full)} table sizes "
             f"({', '.join(f'{n:,}' for n in passed) or 'none'} keys: 90% of the table or twice rank 1's SFT "
             "capacity recalled); only those sizes are judged."
         )
-    full = table[(table.regime == "rl") & (table.method == "fullft")]
     if len(full):  # can RL test rank 1's capacity at all? Only if FullFT learns more than rank 1 holds by SFT
         top = full.loc[full.bits_recalled.idxmax()]
         if top.bits_recalled_high < sft:
