@@ -206,6 +206,7 @@ def test_the_index_figure_draws_every_rank_one_verdict_in_margins():
     assert svg.startswith("<figure") and svg.count("<circle") == 3 and svg.count("stroke-dasharray") == 2
     assert "a · RL · m" in svg and "c · 64 keys · RL · m" in svg and "d · RL" not in svg
     assert svg.count("<path") == 2 and ">not judged<" in svg  # both ends of b's interval past -FOREST_SPAN
+    assert svg.count('fill="white"') == 1  # not judged, whatever its reason: an open marker
     assert f">{-FOREST_SPAN:+d}<" in svg and not re.search(r"\bnan\b", svg)
     assert rank1_figure(table.iloc[:0]) == ""
 

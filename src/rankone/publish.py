@@ -713,13 +713,13 @@ def rank1_figure(table: pd.DataFrame) -> str:
                 if abs(end) > FOREST_SPAN:  # off the scale: an arrowhead at the edge
                     tip = x(end)
                     parts.append(f'<path d="M{tip:.1f},{y:.1f} l{-6 * sign},-4 l0,8 z" fill="{colour}"/>')
-        hollow = r.verdict == "not judged"
+        word = r.verdict.split(" (")[0]  # the verdict alone; its reason is in the tooltip and the table below
+        hollow = word == "not judged"  # with or without its reason
         parts.append(
             f'<circle cx="{x(gap):.1f}" cy="{y:.1f}" r="4.5" fill="{"white" if hollow else colour}" '
             f'stroke="{colour}" stroke-width="1.5"><title>{html.escape(r.verdict)}: {html.escape(_gap(r))} '
             f"(margin ±{r.margin:g})</title></circle>"
         )
-        word = r.verdict.split(" (")[0]  # the verdict alone; its reason is in the tooltip and the table below
         parts.append(f'<text x="{left + width + 6}" y="{y + 4:.1f}" fill="{colour}">{html.escape(word)}</text>')
     parts.append("</svg>")
     return "<figure class='forest'>" + "".join(parts) + "</figure>"
