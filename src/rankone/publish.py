@@ -291,6 +291,11 @@ def one_line(verdicts: pd.DataFrame) -> str:
     return "; ".join(parts) + " against FullFT"
 
 
+def _about(r) -> str:
+    """What a verdict row is about (sharpening, learning, not judged...); "" where the table has none."""
+    return r.about if isinstance(getattr(r, "about", None), str) else ""
+
+
 def verdict_table(verdicts: pd.DataFrame) -> str:
     """The study's verdicts on its score as one table, before any prose: a row per (regime, model,
     method) judged against FullFT, its gap and 95% interval, seeds, verdict and what it is about;
@@ -302,14 +307,13 @@ def verdict_table(verdicts: pd.DataFrame) -> str:
     rows = []
     for r in score.itertuples():
         rank1 = pd.notna(r.rank) and r.rank == lowest.get(r.regime)
-        about = r.about if isinstance(getattr(r, "about", None), str) else ""
         cells = [
             f"{report.NAMES.get(r.regime, r.regime)} · {r.model}",
             method_label(r.method),
             f"<strong>{html.escape(str(r.verdict))}</strong>",
             _gap(r),
             f"{int(r.seeds)}",
-            html.escape(about),
+            html.escape(_about(r)),
         ]
         rows.append(f"<tr{' class=rank1' if rank1 else ''}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(
@@ -491,7 +495,7 @@ def rank1_verdicts(reports_root: Path, entries: list[dict]) -> pd.DataFrame:
                         "seeds": int(r.seeds),
                         "margin": getattr(r, "margin", math.nan),
                         "exploratory": getattr(r, "judged_on", "") == "sweep seeds",
-                        "about": r.about if isinstance(getattr(r, "about", None), str) else "",
+                        "about": _about(r),
                     }
                 )
     table = pd.DataFrame(rows)
