@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rankone.io import InputError
+from rankone.io import InputError, read_table
 
 KEY = ["regime", "model", "method", "metric"]
 SHOWN = ["lr", "gap", "ci_low", "ci_high", "seeds", "verdict", "about"]
@@ -25,7 +25,7 @@ def verdicts_of(study: str | Path) -> pd.DataFrame:
     path = Path(study)
     for candidate in (path, path / "analysis" / "verdicts.csv", path / "data" / "verdicts.csv"):
         if candidate.is_file():
-            table = pd.read_csv(candidate)
+            table = read_table(candidate)
             missing = [c for c in KEY + SHOWN if c not in table]
             if missing:
                 raise InputError(f"{candidate}: not a verdicts table (no column {', '.join(missing)})")
