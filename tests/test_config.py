@@ -288,8 +288,14 @@ def test_lever_sub_study_is_the_rl_regime_with_its_fields_changed():
     cfg = validate(smoke_dict())
     sub = cfg.lever_study("nsr-filter-format")
     assert sub.regimes == ["rl"] and sub.levers is None and sub.capacity is None
-    assert (sub.rl.advantage_sign, sub.rl.variance_filter, sub.rl.reward) == ("negative", True, "format")
-    assert sub.rl.model_copy(update={"advantage_sign": "both", "variance_filter": False, "reward": "task"}) == cfg.rl
+    assert (sub.rl.advantage_sign, sub.rl.variance_filter, sub.rl.reward, sub.rl.baseline) == (
+        "negative",
+        True,
+        "format",
+        "fixed",
+    )
+    plain = {"advantage_sign": "both", "variance_filter": False, "reward": "task", "baseline": "group"}
+    assert sub.rl.model_copy(update=plain) == cfg.rl
     assert (sub.methods, sub.seeds) == (cfg.levers.methods, cfg.levers.seeds)
     assert sub.rl.episode_budget == cfg.rl.steps * cfg.rl.prompts_per_step * cfg.rl.group_size
     with pytest.raises(ConfigError, match="lever 'kl' is not in levers.variants"):

@@ -246,3 +246,34 @@ def test_a_study_page_puts_its_verdicts_in_one_table_with_rank_one_standing_out(
     assert "<tr class=rank1><td>RL · m</td>" in html and "-0.200 [-0.300, -0.100]" in html
     assert "no interval" in html and "nan" not in html
     assert verdict_table(pd.DataFrame()) == ""
+
+
+def test_every_page_takes_a_studys_rank_one_numbers_from_its_one_table():
+    """One table per study (its data/verdicts.csv, copied beside its page): every committed study's
+    rank-1 gap and interval read the same on the index, on its own page (every page published with
+    the verdict table), and in its results.json where it has one, so two pages cannot disagree."""
+    import html as html_lib
+
+    from rankone.publish import _gap, rank1_verdicts
+    from tests.conftest import ROOT
+
+    reports = ROOT / "reports"
+    index = html_lib.unescape((reports / "index.html").read_text())
+    entries = [json.loads(p.read_text()) for p in sorted(reports.glob("*/study.json"))]
+    rows = rank1_verdicts(reports, entries)
+    assert len(rows)
+    pages = 0
+    for r in rows.itertuples():
+        where = f"{r.study} {r.part} {r.regime} {r.model}"
+        assert _gap(r) in index, where
+        if r.part != "study":
+            continue
+        page = html_lib.unescape((reports / r.study / "index.html").read_text())
+        if 'class="verdicts"' in page:  # published with the verdict table
+            assert _gap(r) in page, where
+            pages += 1
+        results = reports / r.study / "results.json"
+        for m in json.loads(results.read_text())["methods"] if results.is_file() else []:
+            if (m["regime"].upper(), m["model"], m["method"]) == (r.regime, r.model, f"lora-r{r.rank}"):
+                assert (m["against_fullft"]["gap"], m["against_fullft"]["verdict"]) == (r.gap, r.verdict), where
+    assert pages or not any('class="verdicts"' in p.read_text() for p in reports.glob("*/index.html"))

@@ -66,8 +66,8 @@ def site(smoke, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def committed(site):
-    """The repository's committed site (reports/), served as it is."""
+def committed():
+    """The repository's committed site (reports/), served as it is (it waits on no study)."""
     handler = functools.partial(QuietHandler, directory=str(ROOT / "reports"))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
