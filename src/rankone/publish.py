@@ -487,6 +487,7 @@ def rank1_verdicts(reports_root: Path, entries: list[dict]) -> pd.DataFrame:
                         "part": part,
                         "regime": report.NAMES.get(regime, regime),
                         "model": model,
+                        "method": r.method,
                         "rank": int(r["rank"]),
                         "verdict": r.verdict if isinstance(r.verdict, str) else "not judged",
                         "gap": r.gap,
