@@ -78,3 +78,37 @@ def test_missing_manifest(data_copy):
     (data / "rl" / "manifest.json").unlink()
     with pytest.raises(DataError, match="manifest.json is missing"):
         verify(data / "rl")
+
+
+def test_format_lines_come_from_tasks_format_when_set(tmp_path):
+    """tasks.format gives the warm-start's format lines in place of tasks.sft's (issue #40: SFT on a
+    1-bit table whose base learned its format from another kind of table): the corpus holds the
+    format task's warm-up lines and none of the SFT task's, at the same share."""
+    from rankone import data
+    from rankone.config import ConfigError, validate
+    from rankone.models.build import warmup_corpus
+    from rankone.paths import Layout
+
+    bit = {"name": "facts", "params": {"n_facts": 64, "digits": 1, "alphabet": 2, "n_val": 8, "n_test": 8}}
+    codes = {"name": "facts", "params": {"n_facts": 64, "digits": 4, "n_val": 8, "n_test": 8}}
+    smoke = smoke_dict(results_dir=str(tmp_path), tasks={"rl": bit, "sft": bit}, capacity=None, levers=None)
+    share = smoke["pretrain"]["sft_format_share"]
+    plain, formatted = validate(smoke), validate({**smoke, "tasks": {**smoke["tasks"], "format": codes}})
+    at = Layout(formatted)
+    for name in ("rl", "sft", "format"):
+        data.build(formatted, name, at.data(name))
+    four_digit = {p for p, a in warmup_corpus(formatted, at.data_root, "llama-tiny") if len(a) == 4}
+    format_prompts = {r["prompt"] for r in data.read_split(at.data("format"), "warmup")}
+    assert four_digit and four_digit <= format_prompts
+    n_format = sum(len(a) == 4 for _, a in warmup_corpus(formatted, at.data_root, "llama-tiny"))
+    total = formatted.pretrain.steps * formatted.pretrain.batch_size
+    assert n_format == round(total * share)
+    assert not any(len(a) == 4 for _, a in warmup_corpus(plain, at.data_root, "llama-tiny"))  # tasks.sft's 1-bit lines
+    with pytest.raises(ConfigError, match="tasks.format is set but pretrain.sft_format_share is 0"):
+        validate(
+            {
+                **smoke,
+                "tasks": {**smoke["tasks"], "format": codes},
+                "pretrain": {**smoke["pretrain"], "sft_format_share": 0},
+            }
+        )

@@ -339,7 +339,13 @@ def main(argv: list[str] | None = None) -> int:
             )
         p.set_defaults(func=func)
 
-    stage("data", cmd_data, "build a task's splits", capacity=True, regime="rl or sft")
+    stage(
+        "data",
+        cmd_data,
+        "build a task's splits",
+        capacity=True,
+        regime="rl, sft or format (the warm-start's format lines, tasks.format)",
+    )
     stage("models", cmd_models, "build and warm-start a base model", model="model preset name")
     stage("rollouts", cmd_rollouts, "base-policy rollout statistics", model="model preset name")
     stage(

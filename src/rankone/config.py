@@ -803,7 +803,11 @@ class StudyConfig(Grid):
     architecture: ArchitectureConfig = Field(default_factory=ArchitectureConfig)
     pretrain: PretrainConfig = Field(default_factory=PretrainConfig)
     regimes: list[Literal["rl", "sft"]] = Field(default_factory=lambda: ["rl", "sft"], min_length=1)
-    tasks: dict[Literal["rl", "sft"], TaskConfig] = Field(description="Task per regime.")
+    tasks: dict[Literal["rl", "sft", "format"], TaskConfig] = Field(
+        description="Task per regime, and optionally `format` (no regime): the task whose warm-up split gives the "
+        "warm-start's format lines (pretrain.sft_format_share) in place of tasks.sft's, so that SFT may train on a "
+        "kind of table the base never saw."
+    )
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     rl: RLConfig = Field(default_factory=RLConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
@@ -859,6 +863,10 @@ class StudyConfig(Grid):
                 raise ValueError(f"tasks.{regime} is missing but regime {regime!r} is listed in regimes")
             if regime not in self.learning_rates:
                 raise ValueError(f"learning_rates.{regime} is missing but regime {regime!r} is listed in regimes")
+        if "format" in self.tasks and not self.pretrain.sft_format_share:
+            raise ValueError(
+                "tasks.format is set but pretrain.sft_format_share is 0: the warm-start reads no format lines"
+            )
         tiny = [
             m for m in self.methods + (self.capacity.methods if self.capacity else []) if method_kind(m) == "tinylora"
         ]

@@ -63,7 +63,7 @@ if not DRY_RUN:  # a dry run leaves nothing behind
 
 
 wildcard_constraints:
-    regime="rl|sft",
+    regime="rl|sft|format",
     model="[A-Za-z0-9._@-]+",
     method=METHOD_REGEX,
     lr="[0-9.e+-]+",

@@ -139,18 +139,36 @@ def pretrain_seed(cfg: StudyConfig, model_name: str) -> int:
     return cfg.seed + replica_of(model_name)
 
 
+def format_source(cfg: StudyConfig) -> str | None:
+    """The task whose warm-up split gives the warm-start's format lines: tasks.format where set, else
+    tasks.sft; None without either."""
+    return next((name for name in ("format", "sft") if name in cfg.tasks), None)
+
+
+def warmup_corpus(cfg: StudyConfig, data_root: Path, model_name: str) -> list[tuple[str, str]]:
+    """A model's warm-start sequences, (prompt, answer) in training order: the RL task's warm-up
+    split with a share of corrupted answers, and a share of format lines (format_source)."""
+    p = cfg.pretrain.of(model_name)
+    seed = pretrain_seed(cfg, model_name)
+    total = p.steps * p.batch_size
+    source = format_source(cfg)
+    n_format = round(total * p.sft_format_share) if source else 0
+    corpus = task_of(cfg.tasks["rl"]).corpus(
+        read_split(data_root / "rl", "warmup"), p.corruption, total - n_format, seed
+    )
+    if n_format:
+        # The SFT task's warm-up table (or tasks.format's): its format, none of the facts SFT trains on.
+        warmup = read_split(data_root / source, "warmup")
+        corpus += task_of(cfg.tasks[source]).corpus(warmup, 0.0, n_format, seed)
+        random.Random(f"mix:{seed}").shuffle(corpus)
+    return corpus
+
+
 def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: str) -> dict:
     p = cfg.pretrain.of(model_name)
     seed = pretrain_seed(cfg, model_name)
     task = task_of(cfg.tasks["rl"])
-    total = p.steps * p.batch_size
-    n_format = round(total * p.sft_format_share) if "sft" in cfg.tasks else 0
-    corpus = task.corpus(read_split(data_root / "rl", "warmup"), p.corruption, total - n_format, seed)
-    if n_format:
-        # The SFT task's warm-up table: its format, none of the facts SFT trains on.
-        warmup = read_split(data_root / "sft", "warmup")
-        corpus += task_of(cfg.tasks["sft"]).corpus(warmup, 0.0, n_format, seed)
-        random.Random(f"mix:{seed}").shuffle(corpus)
+    corpus = warmup_corpus(cfg, data_root, model_name)
     optimizer = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=0.0)
     model.train()
     t0 = time.time()
