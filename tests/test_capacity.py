@@ -219,12 +219,12 @@ def test_the_crossover_sentence_says_whether_rank_1_saturates_alike():
 
 
 def test_an_rl_size_is_judged_only_where_fullft_learned_enough_of_it():
-    """Issue #40's precondition: FullFT under RL must recall 90% of the table or twice rank 1's SFT
-    capacity (the most rank 1 recalled by SFT at any size), whichever is smaller; otherwise that
-    size's RL verdicts read "FullFT did not learn it". SFT rows keep their own verdicts."""
+    """Issue #40's precondition: FullFT under RL must recall 90% of the table's keys or twice rank 1's
+    SFT capacity in bits (the most rank 1 recalled by SFT at any size), whichever is easier; otherwise
+    that size's RL verdicts read "FullFT did not learn it". SFT rows keep their own verdicts."""
     from rankone.capacity import NOT_LEARNED, rl_precondition
 
-    def row(regime, n, method, bits, verdict=None):
+    def row(regime, n, method, recall, bits, verdict=None):
         return dict(
             regime=regime,
             model="m",
@@ -232,27 +232,28 @@ def test_an_rl_size_is_judged_only_where_fullft_learned_enough_of_it():
             table_bits=float(n),
             method=method,
             rank=None if method == "fullft" else 1,
+            table_recall=recall,
             bits_recalled=bits,
             verdict=verdict,
         )
 
     cross = pd.DataFrame(
         [
-            row("sft", 64, "fullft", 64),
-            row("sft", 64, "lora-r1", 40, "worse"),
-            row("sft", 256, "fullft", 250),
-            row("sft", 256, "lora-r1", 50, "worse"),  # rank 1's SFT capacity: 50
-            row("rl", 64, "fullft", 58),
-            row("rl", 64, "lora-r1", 30, "worse"),  # bar min(57.6, 100): learned
-            row("rl", 256, "fullft", 120),
-            row("rl", 256, "lora-r1", 40, "worse"),  # bar min(230, 100): learned
-            row("rl", 1024, "fullft", 90),
-            row("rl", 1024, "lora-r1", 20, "inconclusive"),  # bar 100: missed
+            row("sft", 64, "fullft", 1.0, 64),
+            row("sft", 64, "lora-r1", 0.9, 40, "worse"),
+            row("sft", 256, "fullft", 0.99, 250),
+            row("sft", 256, "lora-r1", 0.6, 50, "worse"),  # rank 1's SFT capacity: 50 bits
+            row("rl", 64, "fullft", 0.92, 38),
+            row("rl", 64, "lora-r1", 0.8, 30, "worse"),  # 90% of the keys: learned (38 bits < 100)
+            row("rl", 256, "fullft", 0.85, 120),
+            row("rl", 256, "lora-r1", 0.6, 40, "worse"),  # 120 bits >= 2 x 50: learned (recall < 0.9)
+            row("rl", 1024, "fullft", 0.75, 90),
+            row("rl", 1024, "lora-r1", 0.55, 20, "inconclusive"),  # neither: missed
         ]
     )
     out = rl_precondition(cross).set_index(["regime", "n_facts", "method"])
-    assert out.loc[("rl", 64, "lora-r1"), "rl_bar_bits"] == pytest.approx(57.6)
-    assert out.loc[("rl", 256, "lora-r1"), "rl_bar_bits"] == 100 and out.loc[("rl", 256, "fullft"), "fullft_learned"]
+    assert out.loc[("rl", 256, "lora-r1"), "rl_bar_bits"] == 100 and out.loc[("rl", 64, "fullft"), "fullft_learned"]
+    assert out.loc[("rl", 256, "fullft"), "fullft_learned"] and not out.loc[("rl", 1024, "fullft"), "fullft_learned"]
     assert (
         out.loc[("rl", 64, "lora-r1"), "verdict"] == "worse" and out.loc[("rl", 256, "lora-r1"), "verdict"] == "worse"
     )
@@ -261,4 +262,5 @@ def test_an_rl_size_is_judged_only_where_fullft_learned_enough_of_it():
         out.loc[("sft", 64, "fullft"), "rl_bar_bits"]
     )
     without_sft = rl_precondition(cross[cross.regime == "rl"]).set_index(["n_facts", "method"])
-    assert without_sft.loc[(256, "lora-r1"), "verdict"] == NOT_LEARNED  # the table share alone: 120 < 230.4
+    assert without_sft.loc[(256, "lora-r1"), "verdict"] == NOT_LEARNED  # the recall bar alone: 0.85 < 0.9
+    assert without_sft.loc[(64, "lora-r1"), "verdict"] == "worse"

@@ -222,17 +222,17 @@ def crossover_rows(
     return rows
 
 
-LEARNED_SHARE, OVER_RANK1 = 0.9, 2.0  # issue #40's precondition on FullFT under RL, per table size
+LEARNED_RECALL, OVER_RANK1 = 0.9, 2.0  # issue #40's precondition on FullFT under RL, per table size
 NOT_LEARNED = "not judged (FullFT did not learn it)"
 
 
 def rl_precondition(cross: pd.DataFrame) -> pd.DataFrame:
     """The crossover's precondition: an RL size is judged only where FullFT under RL recalled at least
-    LEARNED_SHARE of the table's bits or OVER_RANK1 x rank 1's SFT capacity, whichever is smaller (a
-    size FullFT could not learn by RL cannot tell whether rank 1 saturates). Rank 1's SFT capacity
-    is the most bits rank 1 recalled by SFT at any size of the same study (`rank1_sft_bits`; without
-    an SFT rank 1, the bar is the table share alone). Adds `rl_bar_bits` and `fullft_learned` to the
-    RL rows; their LoRA verdicts read NOT_LEARNED where FullFT missed the bar."""
+    LEARNED_RECALL of the table's keys (greedy recall) or OVER_RANK1 x rank 1's SFT capacity in bits
+    (Fano), whichever is easier (a size FullFT could not learn by RL cannot tell whether rank 1
+    saturates). Rank 1's SFT capacity is the most bits rank 1 recalled by SFT at any size of the same
+    study (`rank1_sft_bits`; without an SFT rank 1, the recall bar alone). Adds `rl_bar_bits` and
+    `fullft_learned` to the RL rows; their LoRA verdicts read NOT_LEARNED where FullFT missed both."""
     if not len(cross) or "rl" not in set(cross.regime):
         return cross
     sft_rank1 = cross[(cross.regime == "sft") & (cross["rank"] == 1)]
@@ -240,13 +240,13 @@ def rl_precondition(cross: pd.DataFrame) -> pd.DataFrame:
     cross = cross.copy()
     rl = cross.regime == "rl"
     cross["rank1_sft_bits"] = cross.model.map(capacity)
-    bar = LEARNED_SHARE * cross.table_bits
-    cross["rl_bar_bits"] = bar.where(cross.rank1_sft_bits.isna(), bar.clip(upper=OVER_RANK1 * cross.rank1_sft_bits))
-    full = cross[rl & (cross.method == "fullft")].set_index(["model", "n_facts"]).bits_recalled
-    fullft_bits = pd.Series(list(zip(cross.model, cross.n_facts)), index=cross.index).map(full)
-    cross["fullft_learned"] = (fullft_bits >= cross.rl_bar_bits).where(rl)
+    cross["rl_bar_bits"] = (OVER_RANK1 * cross.rank1_sft_bits).where(rl)
+    full = cross[rl & (cross.method == "fullft")].set_index(["model", "n_facts"])
+    size = pd.Series(list(zip(cross.model, cross.n_facts)), index=cross.index)
+    by_recall = size.map(full.table_recall) >= LEARNED_RECALL
+    by_bits = size.map(full.bits_recalled) >= cross.rl_bar_bits  # False where there is no SFT rank 1
+    cross["fullft_learned"] = (by_recall | by_bits).where(rl)
     cross.loc[rl & cross["rank"].notna() & cross.fullft_learned.eq(False), "verdict"] = NOT_LEARNED
-    cross.loc[~rl, "rl_bar_bits"] = math.nan
     return cross
 
 

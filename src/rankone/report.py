@@ -108,8 +108,8 @@ def crossover_sentence(table: pd.DataFrame) -> str:
         passed = sorted(int(n) for n in full[full.fullft_learned.eq(True)].n_facts)
         out += (
             f" Under RL FullFT learned {len(passed)} of {len(full)} table sizes "
-            f"({', '.join(f'{n:,}' for n in passed) or 'none'} keys: 90% of the table or twice rank 1's SFT "
-            "capacity recalled); only those sizes are judged."
+            f"({', '.join(f'{n:,}' for n in passed) or 'none'} keys: 90% of the keys recalled, or twice rank 1's "
+            "SFT capacity in bits); only those sizes are judged."
         )
     if len(full):  # can RL test rank 1's capacity at all? Only if FullFT learns more than rank 1 holds by SFT
         top = full.loc[full.bits_recalled.idxmax()]
