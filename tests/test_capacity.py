@@ -264,3 +264,62 @@ def test_an_rl_size_is_judged_only_where_fullft_learned_enough_of_it():
     without_sft = rl_precondition(cross[cross.regime == "rl"]).set_index(["n_facts", "method"])
     assert without_sft.loc[(256, "lora-r1"), "verdict"] == NOT_LEARNED  # the recall bar alone: 0.85 < 0.9
     assert without_sft.loc[(64, "lora-r1"), "verdict"] == "worse"
+
+
+def test_rankone_crossover_reads_a_finished_size_study(tmp_path):
+    """`rankone crossover` on a study that is one table size (RL and SFT on one 1-bit table, the sweep
+    on seeds 0-1, RL confirmed on seeds 2-3): one row per (regime, method) at the lr select chose, RL
+    judged on the confirmation seeds and SFT on the sweep's, bits recalled within the table, bits per
+    episode and per example, the precondition applied; the figure and page written; a study whose
+    regimes train different tasks, or without select, is refused with its folder named."""
+    import yaml
+
+    from rankone.cli import main
+
+    size = {k: v for k, v in CROSSOVER.items() if k != "capacity"}
+    data = smoke_dict(
+        results_dir=str(tmp_path / "results"),
+        reports_dir=str(tmp_path / "reports"),
+        models=["llama-tiny"],
+        **{**size, "confirmation": {"seeds": {"rl": [2, 3], "sft": []}, "base_models": 1}},
+        learning_rates={"rl": {"fullft": [0.001], "lora": [0.01]}, "sft": {"fullft": [0.001], "lora": [0.01]}},
+        pretrain={**smoke_dict()["pretrain"], "steps": 40},
+        analysis={"lr_extension": 0},
+    )
+    config = tmp_path / "study.yaml"
+    config.write_text(yaml.safe_dump(data))
+    study = tmp_path / "results" / data["experiment"]
+    assert main(["crossover", str(study), "--out", str(tmp_path / "x")]) == 2  # nothing there yet
+    assert main(["resolve", "--config", str(config), "--out", str(study / "study.yaml")]) == 0
+    c = ["--config", str(config)]
+    for regime in ("rl", "sft"):
+        assert main(["data", *c, "--regime", regime]) == 0
+    assert main(["models", *c, "--model", "llama-tiny"]) == 0
+    cells = [f"{g}/llama-tiny/{m}" for g in ("rl", "sft") for m in ("fullft", "lora-r1")]
+    for cell, lr in zip(cells, ("0.001", "0.01", "0.001", "0.01")):
+        assert main(["train", *c, "--run", f"{cell}/lr{lr}"]) == 0
+        assert main(["evaluate", *c, "--method", cell]) == 0
+    assert main(["crossover", str(study), "--out", str(tmp_path / "x")]) == 2  # select has not run
+    assert main(["select", *c]) == 0
+    for cell, lr in zip(cells[:2], ("0.001", "0.01")):
+        assert main(["train", *c, "--confirm", "--run", f"{cell}/lr{lr}"]) == 0
+        assert main(["evaluate", *c, "--confirm", "--method", cell]) == 0
+    assert main(["crossover", str(study), "--out", str(tmp_path / "x")]) == 0
+    table = pd.read_csv(tmp_path / "x" / "crossover.csv").set_index(["regime", "method"])
+    assert sorted(table.index) == [("rl", "fullft"), ("rl", "lora-r1"), ("sft", "fullft"), ("sft", "lora-r1")]
+    assert (table.n_facts == 64).all() and (table.bits_a_key == 1).all() and (table.seeds == 2).all()
+    assert set(table.loc["rl"].judged_on) == {"confirmation seeds"} and set(table.loc["sft"].judged_on) == {
+        "sweep seeds"
+    }
+    assert table.bits_recalled.between(0, 64).all()
+    rl = table.loc["rl"]
+    assert (rl.bits_per_episode == rl.bits_recalled / rl.episodes).all() and rl.fullft_learned.notna().all()
+    assert table.loc["sft"].bits_per_example.notna().all()
+    assert (tmp_path / "x" / "crossover.png").stat().st_size > 0
+    assert "Rank 1 recalls at most" in (tmp_path / "x" / "crossover.md").read_text()
+    smoke_cfg = tmp_path / "smoke.yaml"
+    smoke_cfg.write_text(yaml.safe_dump(smoke_dict(results_dir=str(tmp_path / "other"))))
+    (tmp_path / "other" / "smoke").mkdir(parents=True)
+    (tmp_path / "other" / "smoke" / "study.yaml").write_text(smoke_cfg.read_text())
+    assert main(["crossover", str(tmp_path / "other" / "smoke"), "--out", str(tmp_path / "y")]) == 2
+    assert not (tmp_path / "y").exists()

@@ -151,12 +151,19 @@ def first_reach(curve: pd.Series, level: float, sign: float, window: int) -> flo
 
 
 def crossover_rows(
-    cfg: StudyConfig, sub: StudyConfig, n_facts: int, runs: pd.DataFrame, curves: pd.DataFrame, best: pd.DataFrame
+    cfg: StudyConfig,
+    sub: StudyConfig,
+    n_facts: int,
+    runs: pd.DataFrame,
+    curves: pd.DataFrame,
+    best: pd.DataFrame,
+    lr_from: str | None = None,
 ) -> list[dict]:
     """One table size, per (regime, model, method) at its lr: bits recalled (greedy recall of the whole table,
     Fano) with its interval over seeds, FullFT's plateau test, episodes to 50% and 90% of FullFT's gain, and the
     equivalence verdict on table recall against FullFT (paired by seed, margin analysis.greedy_margin; judged
-    only where FullFT reached its plateau)."""
+    only where FullFT reached its plateau). `lr_from` says where the lrs came from (default: the capacity
+    section's learning_rates)."""
     params = params_of(sub.tasks[sub.regimes[0]])  # one table in every regime (the config checks it)
     symbols = params.alphabet**params.digits
     tests = plateau(sub, curves, best, regimes=sub.regimes).set_index(["regime", "model", "method"])
@@ -184,7 +191,8 @@ def crossover_rows(
                 "rank": lora_rank(method),
                 "lr": float(g.lr.iloc[0]),
                 "lr_at_grid_edge": g.at_grid_edge.iloc[0],
-                "lr_from": "select on the study's runs" if cfg.capacity.learning_rates == "chosen" else "this size",
+                "lr_from": lr_from
+                or ("select on the study's runs" if cfg.capacity.learning_rates == "chosen" else "this size"),
                 "seeds": len(g),
                 "episodes": steps * per_step,
                 "table_recall": float(g.table_greedy.mean()),

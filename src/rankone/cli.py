@@ -275,7 +275,7 @@ def config_reference() -> str:
 # `rankone --help` lists the commands in these groups, in this order.
 COMMAND_GROUPS = {
     "check and size a study": ["check", "plan", "resolve"],
-    "inspect a study": ["status", "runs", "summary", "compare"],
+    "inspect a study": ["status", "runs", "summary", "compare", "crossover"],
     "stages (each Snakemake job runs one)": [
         "data",
         "models",
@@ -441,6 +441,13 @@ def main(argv: list[str] | None = None) -> int:
     compare.add_argument("studies", nargs=2, metavar="STUDY", help="results/<exp>, reports/<exp> or a verdicts.csv")
     compare.add_argument("--out", help="also write the table to this markdown file")
     compare.set_defaults(func=None)
+    crossover = sub.add_parser(
+        "crossover",
+        help="the RL capacity crossover over finished studies, one per table size (config/experiments/crossover/)",
+    )
+    crossover.add_argument("studies", nargs="+", metavar="STUDY", help="results/<exp> of each table size's study")
+    crossover.add_argument("--out", required=True, help="folder for crossover.csv, crossover.png and crossover.md")
+    crossover.set_defaults(func=None)
     resolve = sub.add_parser("resolve", help="validate a config and write it, defaults filled in, to --out")
     resolve.add_argument("--config", required=True)
     resolve.add_argument("--out", required=True)
@@ -492,6 +499,16 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(text)
         if args.out:
             Path(args.out).write_text(text)
+        return 0
+    if args.command == "crossover":
+        from rankone.crossover import crossover_table, write
+
+        try:
+            out = write(crossover_table(args.studies), args.out)
+        except (ConfigError, InputError) as err:
+            log.error("%s", err)
+            return 2
+        print(f"Written: {out / 'crossover.md'} (and crossover.csv, crossover.png)")
         return 0
     if args.command == "captions":
         from rankone.figures import write_captions

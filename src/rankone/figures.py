@@ -307,30 +307,36 @@ def plot_capacity_falloff(table: pd.DataFrame, path: Path) -> None:
 
 
 def plot_crossover(cross: pd.DataFrame, path: Path) -> None:
-    """Bits recalled against table bits per method, RL beside SFT (one row per model), rank 1's SFT
-    capacity (its most bits recalled at any size) marked in both."""
+    """Bits recalled against table bits per method, RL beside SFT (one row per model; a table of several
+    bits a key, `bits_a_key`, in a panel of its own), rank 1's SFT capacity (its most bits recalled at
+    any size) marked in every panel."""
     import matplotlib.pyplot as plt
 
-    models, regimes = sorted(cross.model.unique()), [g for g in ("rl", "sft") if g in set(cross.regime)]
+    per_key = cross.bits_a_key if "bits_a_key" in cross else pd.Series(1.0, index=cross.index)
+    cross = cross.assign(
+        panel=[f"{g.upper()}" + (f", {b:g} bits a key" if b != 1 else "") for g, b in zip(cross.regime, per_key)]
+    )
+    panels = sorted(cross.panel.unique(), key=lambda p: (not p.startswith("RL"), len(p), p))
+    models = sorted(cross.model.unique())
     fig, axes = plt.subplots(
-        len(models), len(regimes), figsize=(5.5 * len(regimes), 4.2 * len(models)), squeeze=False, sharey=True
+        len(models), len(panels), figsize=(5.5 * len(panels), 4.2 * len(models)), squeeze=False, sharey=True
     )
     colors = _colors(cross.method)
     for row, model in zip(axes, models):
         d = cross[cross.model == model]
-        r1 = d[(d.regime == "sft") & (d.method == "lora-r1")]
+        r1 = d[(d.panel == "SFT") & (d.method == "lora-r1")]
         r1_capacity = float(r1.bits_recalled.max()) if len(r1) else None
         top = (
             max(d.table_bits.max(), d.bits_recalled_high.max(skipna=True) if d.bits_recalled_high.notna().any() else 1)
             * 1.5
         )
         low = d.table_bits.min() / 2
-        for ax, regime in zip(row, regimes):
+        for ax, panel in zip(row, panels):
             ax.plot([low, top], [low, top], "k:", lw=1, label="the whole table")
             if r1_capacity:
                 ax.axhline(max(r1_capacity, 1), color="gray", ls="--", lw=1, label="rank 1's SFT capacity")
             for method in method_order(d.method):
-                m = d[(d.regime == regime) & (d.method == method)].sort_values("table_bits")
+                m = d[(d.panel == panel) & (d.method == method)].sort_values("table_bits")
                 if not len(m):
                     continue
                 y = m.bits_recalled.clip(lower=1)
@@ -345,7 +351,7 @@ def plot_crossover(cross: pd.DataFrame, path: Path) -> None:
             ax.scatter([], [], facecolors="white", edgecolors="gray", label="open: FullFT not at a plateau")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log", base=2)
-            _label(ax, f"{model} · {regime.upper()}", "table bits", "bits recalled (greedy recall, Fano)")
+            _label(ax, f"{model} · {panel}", "table bits", "bits recalled (greedy recall, Fano)")
     _save(fig, path)
 
 

@@ -1,0 +1,136 @@
+"""The crossover over table sizes that are each a study of their own (issue #40, `rankone crossover`).
+
+A capacity sub-study (rankone.capacity) runs every table size on one lr per method; the crossover
+asks for more at every size: its own lr grid with edge extension, selection seeds, and verdicts on
+fresh confirmation seeds. So each size is a whole study (config/experiments/crossover/n<size>.yaml:
+RL and SFT on the same facts table, the select checkpoint, confirmation), and this module reads the
+finished studies, one per size, and states the crossover over them:
+
+- per (size, regime, method), at the lr the size's own sweep chose: greedy recall of every key and
+  the bits it tells (Fano), with an interval over the seeds that judge (the confirmation seeds where
+  the study has them, else the sweep's, flagged `judged_on`), bits per RL episode or SFT example, and
+  the equivalence verdict on recall against FullFT (rankone.capacity.crossover_rows);
+- the precondition (rankone.capacity.rl_precondition): an RL size is judged only where FullFT
+  under RL learned the table;
+- rank 1's capacity under RL and under SFT with its interval, and the sentence (report.crossover_sentence).
+
+A study whose table carries several bits a key (SFT on 8-bit values, the mechanism's third arm)
+lands in its own panel of the figure, beside RL and SFT at one bit a key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from rankone.analysis import IncompleteRunError, chosen, collect, read_best, sweep, with_replicas
+from rankone.capacity import crossover_rows, rl_precondition
+from rankone.config import load
+from rankone.io import InputError, atomic_path
+from rankone.paths import Layout
+from rankone.tasks import params_of, task_of
+
+BITS_A_KEY = "bits_a_key"
+
+
+def size_rows(results: str | Path) -> list[dict]:
+    """One finished study's rows: its table size, each (regime, model, method) at the lr its sweep
+    chose, judged on its confirmation seeds where it has them."""
+    results = Path(results)
+    if not (results / "study.yaml").is_file():
+        raise InputError(f"{results}: no study.yaml there (a study's results/<experiment> folder)")
+    cfg = load(results / "study.yaml")
+    cfg = cfg.model_copy(update={"results_dir": str(results.parent)})  # wherever the folder is now
+    tasks = {g: cfg.tasks[g] for g in cfg.regimes}
+    tables = {(t.name, params_of(t)) for t in tasks.values()}
+    if any(not task_of(t).stores_table for t in tasks.values()) or len(tables) > 1:
+        raise InputError(f"{results}: a crossover size trains every regime on one facts table (tasks.rl = tasks.sft)")
+    at = Layout(cfg)
+    try:
+        best = read_best(at)
+    except IncompleteRunError:
+        raise InputError(f"{results}: its select stage has not run (snakemake finishes the study first)") from None
+    runs, curves, _ = sweep(cfg, at)
+    confirmed = cfg.confirmed_regimes()
+    if confirmed:  # each confirmed regime's runs replace the sweep's, as in the study's own verdicts
+        parts = [collect(cfg.confirm_study(chosen(at, best), g), at.confirm()) for g in confirmed]
+        runs = pd.concat([runs[~runs.regime.isin(confirmed)], *(p[0] for p in parts)], ignore_index=True)
+        curves = pd.concat([curves[~curves.regime.isin(confirmed)], *(p[1] for p in parts)], ignore_index=True)
+        best = with_replicas(cfg, best)
+    params = params_of(tasks[cfg.regimes[0]])
+    rows = crossover_rows(cfg, cfg, params.n_facts, runs, curves, best, lr_from="this size's sweep")
+    for row in rows:
+        row["study"] = cfg.experiment
+        row["judged_on"] = "confirmation seeds" if row["regime"] in confirmed else "sweep seeds"
+        row[BITS_A_KEY] = row["table_bits"] / params.n_facts
+        per = "episode" if row["regime"] == "rl" else "example"
+        row[f"bits_per_{per}"] = row["bits_recalled"] / row["episodes"]
+    return rows
+
+
+def crossover_table(studies: list[str | Path]) -> pd.DataFrame:
+    """Every size's rows, the precondition applied, smallest table first."""
+    if not studies:
+        raise InputError("rankone crossover: name at least one study (results/<experiment>)")
+    table = pd.DataFrame([row for study in studies for row in size_rows(study)])
+    return (
+        rl_precondition(table)
+        .sort_values(["regime", BITS_A_KEY, "model", "table_bits", "rank"], na_position="first")
+        .reset_index(drop=True)
+    )
+
+
+def write(table: pd.DataFrame, out: str | Path) -> Path:
+    """crossover.csv, crossover.png and crossover.md under `out`, all or none."""
+    from rankone.figures import plot_crossover
+    from rankone.report import crossover_sentence
+
+    out = Path(out)
+    with atomic_path(out) as tmp:
+        tmp.mkdir()
+        table.to_csv(tmp / "crossover.csv", index=False)
+        plot_crossover(table, tmp / "crossover.png")
+        one_bit = table[table[BITS_A_KEY] == 1]
+        shown = [c for c in SHOWN if c in table]
+        lines = [
+            "# The crossover, one study per table size",
+            "",
+            crossover_sentence(one_bit),
+            "",
+            "![Bits recalled against table bits](crossover.png)",
+            "",
+            table[shown].round(4).astype(object).where(table[shown].notna(), None).to_markdown(index=False),
+            "",
+        ]
+        (tmp / "crossover.md").write_text("\n".join(lines))
+    return out
+
+
+SHOWN = [
+    "study",
+    "regime",
+    BITS_A_KEY,
+    "model",
+    "n_facts",
+    "method",
+    "lr",
+    "lr_at_grid_edge",
+    "judged_on",
+    "seeds",
+    "episodes",
+    "table_recall",
+    "bits_recalled",
+    "bits_recalled_low",
+    "bits_recalled_high",
+    "bits_per_episode",
+    "bits_per_example",
+    "info_bound_bits",
+    "fullft_plateau",
+    "fullft_learned",
+    "rl_bar_bits",
+    "gap",
+    "ci_low",
+    "ci_high",
+    "verdict",
+]
