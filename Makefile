@@ -73,9 +73,14 @@ trl: env
 	snakemake --cores all --configfile config/experiments/trl.yaml
 	rankone compare results/default results/trl --out results/trl/analysis/beside-rankone.md
 
-# The RL capacity crossover: RL and SFT on the same facts tables, the lr pilot first (see its config).
+# The RL capacity crossover: one study per table size (config/experiments/crossover/), then the
+# crossover over them (results/crossover/crossover.md). Resumable: a rerun skips what is done.
+CROSSOVER_SIZES := n256 n512 n1024 n2048 n4096 n8192 n1024x8
 crossover: env
-	snakemake --cores all --configfile config/experiments/crossover.yaml
+	for size in $(CROSSOVER_SIZES); do \
+		snakemake --cores all --configfile config/experiments/crossover.yaml config/experiments/crossover/$$size.yaml || exit 1; \
+	done
+	rankone crossover $(foreach s,$(CROSSOVER_SIZES),results/crossover-$(s)) --out results/crossover
 
 test: env
 	pytest

@@ -45,7 +45,7 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
     over = yaml.safe_load((ROOT / "config" / "experiments" / f"{name}.yaml").read_text())
     cfg = validate(layer(default, over))
     beside = name == "tinylora"  # adds runs to the default study's own results
-    assert cfg.experiment == ("default" if beside else name)
+    assert cfg.experiment == ("default" if beside else "crossover-unsized" if name == "crossover" else name)
     if name == "tinylora":
         tiny = [r for r in cfg.runs() if r.method.startswith("tinylora")]
         assert {r.regime for r in tiny} == {"rl", "sft"} and len(tiny) == 3 * 2 * len(cfg.models) * 3 * len(cfg.seeds)
@@ -62,13 +62,8 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
         # plain RL: the default study's own FullFT and rank-1 RL sweep runs (the same config, so the same bytes)
         plain = {r.path for r in validate(default).runs() if r.regime == "rl" and r.method in ("fullft", "lora-r1")}
         assert {r.path for r in cfg.runs()} == plain and cfg.confirmation is None
-    elif name == "crossover":  # both regimes on one table per size, 3 seeds, each at the study's chosen lr
-        chosen = {(g, m, x): 1e-3 for g in cfg.regimes for m in cfg.models for x in cfg.methods}
-        for n in cfg.capacity.n_facts:
-            sub = cfg.capacity_study(n, chosen)
-            assert sub.regimes == ["rl", "sft"] and sub.tasks["rl"] == sub.tasks["sft"]
-            assert len(sub.runs()) == 2 * len(cfg.capacity.methods) * len(cfg.capacity.seeds)
-        assert len(cfg.capacity.seeds) >= 3 and len(cfg.capacity.n_facts) >= 3
+    elif name == "crossover":  # the shared part of every size's study (test_crossover_sizes_...)
+        assert "format" in cfg.tasks and cfg.regimes == ["rl", "sft"]
     elif name == "sharpening":  # the old default: strong bases on both models, short RL, no lr extension
         assert cfg.pretrain.steps > default["pretrain"]["steps"] and cfg.rl.steps < default["rl"]["steps"]
         assert len(cfg.models) == 2 and cfg.analysis.lr_extension == 0 and "majority" not in cfg.methods
@@ -453,3 +448,31 @@ def test_a_local_instruct_model_keeps_its_chat_template_only_when_the_config_say
         mine = validate({**cfg.model_dump(), "models": [name], "local_models": {name: local}})
         build(mine, name, at.data_root, tmp_path / name)
         assert bool(load_tokenizer(tmp_path / name).chat_template) == kept, name
+
+
+def test_crossover_sizes_are_studies_of_one_table_with_the_issue_grid():
+    """Each crossover size (config/experiments/crossover/n*.yaml over crossover.yaml over the default):
+    its own experiment, one 1-bit table in every regime (8 bits a key for the mechanism's arm), at
+    least 5 lrs 2x apart per family with edge extension, 3 selection and 3 confirmation seeds, and
+    training per key the same at every size (RL 256 episodes a key, SFT 50 passes)."""
+    default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
+    shared = yaml.safe_load((ROOT / "config" / "experiments" / "crossover.yaml").read_text())
+    sizes = sorted((ROOT / "config" / "experiments" / "crossover").glob("n*.yaml"))
+    names = set()
+    for path in sizes:
+        cfg = validate(layer(layer(default, shared), yaml.safe_load(path.read_text())))
+        names.add(cfg.experiment)
+        assert cfg.experiment == f"crossover-{path.stem}"
+        tables = {(cfg.tasks[g].name, params_of(cfg.tasks[g])) for g in cfg.regimes}
+        assert len(tables) == 1 and all(task_of(cfg.tasks[g]).stores_table for g in cfg.regimes)
+        params = params_of(cfg.tasks[cfg.regimes[0]])
+        assert params.alphabet == 2 and params.digits == (8 if path.stem.endswith("x8") else 1)
+        for regime in cfg.regimes:
+            for grid in (cfg.learning_rates[regime].fullft, cfg.learning_rates[regime].lora):
+                assert len(grid) >= 5 and all(b / a == pytest.approx(2) for a, b in zip(grid, grid[1:]))
+            assert len(cfg.confirmation.seeds[regime]) >= 3
+        assert len(cfg.seeds) >= 3 and cfg.analysis.lr_extension >= 1
+        if "rl" in cfg.regimes:
+            assert cfg.rl.steps * cfg.rl.prompts_per_step * cfg.rl.group_size == 256 * params.n_facts
+        assert cfg.sft.steps * cfg.sft.batch_size == 50 * params.n_facts
+    assert len(names) == len(sizes) >= 5
