@@ -75,7 +75,9 @@ trl: env
 
 # The RL capacity crossover: one study per table size (config/experiments/crossover/), then the
 # crossover over them (results/crossover/crossover.md). Resumable: a rerun skips what is done.
-CROSSOVER_SIZES := n256 n512 n1024 n2048 n4096 n8192 n1024x8
+# n8192 (rank 1's SFT capacity past 4,096 keys, about 2.3 h more) is left out of the budget:
+# make crossover CROSSOVER_SIZES="n256 n512 n1024 n2048 n4096 n8192 n1024x8"
+CROSSOVER_SIZES := n256 n512 n1024 n2048 n4096 n1024x8
 crossover: env
 	for size in $(CROSSOVER_SIZES); do \
 		snakemake --cores all --configfile config/experiments/crossover.yaml config/experiments/crossover/$$size.yaml || exit 1; \
