@@ -316,7 +316,8 @@ def test_rankone_crossover_reads_a_finished_size_study(tmp_path):
     assert (rl.bits_per_episode == rl.bits_recalled / rl.episodes).all() and rl.fullft_learned.notna().all()
     assert table.loc["sft"].bits_per_example.notna().all()
     assert (tmp_path / "x" / "crossover.png").stat().st_size > 0
-    assert "Rank 1 recalls at most" in (tmp_path / "x" / "crossover.md").read_text()
+    page = (tmp_path / "x" / "crossover.md").read_text()
+    assert "Rank 1 recalls at most" in page and "Time from first job to last, one study after another" in page
     smoke_cfg = tmp_path / "smoke.yaml"
     smoke_cfg.write_text(yaml.safe_dump(smoke_dict(results_dir=str(tmp_path / "other"))))
     (tmp_path / "other" / "smoke").mkdir(parents=True)

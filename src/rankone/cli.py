@@ -501,10 +501,11 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.out).write_text(text)
         return 0
     if args.command == "crossover":
-        from rankone.crossover import crossover_table, write
+        from rankone.crossover import crossover_table, time_span, write
 
         try:
-            out = write(crossover_table(args.studies), args.out)
+            spans = {Path(s).name: time_span(s) for s in args.studies}
+            out = write(crossover_table(args.studies), args.out, spans)
         except (ConfigError, InputError) as err:
             log.error("%s", err)
             return 2

@@ -20,6 +20,8 @@ lands in its own panel of the figure, beside RL and SFT at one bit a key.
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -69,6 +71,20 @@ def size_rows(results: str | Path) -> list[dict]:
     return rows
 
 
+def time_span(results: str | Path) -> float | None:
+    """Seconds from a study's first job to its last, from the provenance every stage records (data
+    manifests, base models, runs); None when none is recorded."""
+    started, finished = [], []
+    for pattern in ("data/*/manifest.json", "models/*/rankone.json", "**/run.json"):
+        for path in Path(results).glob(pattern):
+            record = json.loads(path.read_text()).get("provenance") or {}
+            started += [record["started"]] if record.get("started") else []
+            finished += [record["finished"]] if record.get("finished") else []
+    if not started or not finished:
+        return None
+    return (datetime.fromisoformat(max(finished)) - datetime.fromisoformat(min(started))).total_seconds()
+
+
 def crossover_table(studies: list[str | Path]) -> pd.DataFrame:
     """Every size's rows, the precondition applied, smallest table first."""
     if not studies:
@@ -81,8 +97,9 @@ def crossover_table(studies: list[str | Path]) -> pd.DataFrame:
     )
 
 
-def write(table: pd.DataFrame, out: str | Path) -> Path:
-    """crossover.csv, crossover.png and crossover.md under `out`, all or none."""
+def write(table: pd.DataFrame, out: str | Path, spans: dict[str, float | None] | None = None) -> Path:
+    """crossover.csv, crossover.png and crossover.md under `out`, all or none; `spans`: each study's
+    seconds from first job to last (time_span), stated with their sum (the studies run in turn)."""
     from rankone.figures import plot_crossover
     from rankone.report import crossover_sentence
 
@@ -103,6 +120,14 @@ def write(table: pd.DataFrame, out: str | Path) -> Path:
             table[shown].round(4).astype(object).where(table[shown].notna(), None).to_markdown(index=False),
             "",
         ]
+        if spans:
+            known = [s for s in spans.values() if s is not None]
+            lines += [
+                f"Time from first job to last, one study after another: {sum(known) / 3600:.1f} h in all ("
+                + ", ".join(f"{k} {'?' if s is None else f'{s / 3600:.2f} h'}" for k, s in spans.items())
+                + ").",
+                "",
+            ]
         (tmp / "crossover.md").write_text("\n".join(lines))
     return out
 
