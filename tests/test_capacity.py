@@ -215,7 +215,9 @@ def test_the_crossover_sentence_says_whether_rank_1_saturates_alike():
             ),
         ]
     )
-    assert "FullFT itself recalls at most 50 bits" in crossover_sentence(weak)  # RL never reached 200 bits
+    said = crossover_sentence(weak)
+    assert "FullFT itself recalls at most 50 bits" in said  # RL never reached 200 bits
+    assert "a limit of RL at these sizes, not yet of rank 1" in said and "saturates at fewer" not in said
 
 
 def test_an_rl_size_is_judged_only_where_fullft_learned_enough_of_it():

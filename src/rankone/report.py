@@ -92,12 +92,16 @@ def crossover_sentence(table: pd.DataFrame) -> str:
         for g in falls
     )
     overlap = math.isfinite(rl_lo) and math.isfinite(sft_lo) and rl_lo <= sft_hi and sft_lo <= rl_hi
-    same = (
-        "the intervals overlap, so these runs cannot tell its RL and SFT capacities apart"
-        if overlap
-        else f"the intervals do not overlap: rank 1 saturates at {'fewer' if rl < sft else 'more'} bits under RL "
-        "than under SFT"
-    )
+    fewer = "fewer" if rl < sft else "more"
+    if overlap:
+        same = "the intervals overlap, so these runs cannot tell its RL and SFT capacities apart"
+    elif falls["rl"] if rl < sft else falls["sft"]:  # the regime where it holds fewer bits is where it fell off
+        same = f"the intervals do not overlap: rank 1 saturates at {fewer} bits under RL than under SFT"
+    else:  # fewer bits, but not fewer than FullFT in that regime: the regime's limit, not rank 1's
+        same = (
+            f"the intervals do not overlap, but rank 1 recalls {fewer} bits under RL without falling off FullFT "
+            f"there: a limit of {'RL' if rl < sft else 'SFT'} at these sizes, not yet of rank 1"
+        )
     out = (
         f"Rank 1 recalls at most {rl:,.0f} bits [{rl_lo:,.0f}, {rl_hi:,.0f}] under RL ({rl_n:,}-key table) "
         f"and {sft:,.0f} [{sft_lo:,.0f}, {sft_hi:,.0f}] under SFT ({sft_n:,} keys); {same}. "
@@ -118,7 +122,7 @@ def crossover_sentence(table: pd.DataFrame) -> str:
                 f" Under RL FullFT itself recalls at most {top.bits_recalled:,.0f} bits "
                 f"[{top.bits_recalled_low:,.0f}, {top.bits_recalled_high:,.0f}] ({int(top.n_facts):,} keys), "
                 "below rank 1's SFT capacity: these "
-                "RL runs never carried the bits at which rank 1 fell off in SFT, so they cannot show where rank 1 "
+                "RL runs never carried as many bits as rank 1 stores by SFT, so they cannot show where rank 1 "
                 "saturates under RL."
             )
     return out
