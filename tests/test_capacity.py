@@ -326,3 +326,15 @@ def test_rankone_crossover_reads_a_finished_size_study(tmp_path):
     (tmp_path / "other" / "smoke" / "study.yaml").write_text(smoke_cfg.read_text())
     assert main(["crossover", str(tmp_path / "other" / "smoke"), "--out", str(tmp_path / "y")]) == 2
     assert not (tmp_path / "y").exists()
+
+
+def test_an_rl_only_capacity_study_draws_its_figures_without_sft_rows(tmp_path):
+    """capacity.regimes [rl] (the crossover pilots): no SFT row, so the fall-off figure has no model;
+    it is written empty (the report does not show it) instead of stopping the report."""
+    from rankone.figures import plot_capacity, plot_capacity_falloff
+
+    sft = pd.DataFrame(columns=["regime", "model", "method", "n_facts", "share_stored", "falls_off", "rank"])
+    plot_capacity_falloff(sft, tmp_path / "falloff.png")
+    chart = pd.DataFrame(columns=["regime", "model", "method", "n_facts", "trainable_parameters", "bits", "kind"])
+    plot_capacity(chart, sft, 2.0, tmp_path / "capacity.png")
+    assert (tmp_path / "falloff.png").stat().st_size > 0 and (tmp_path / "capacity.png").stat().st_size > 0

@@ -238,7 +238,7 @@ def plot_capacity(chart: pd.DataFrame, table: pd.DataFrame, bits_per_param: floa
     import matplotlib.pyplot as plt
 
     models = sorted(chart.model.unique())
-    fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 5), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(models)), figsize=(6.5 * max(1, len(models)), 5), squeeze=False)
     sizes = sorted(table.n_facts.unique())
     cmap = plt.get_cmap("plasma")
     size_color = {n: cmap(0.1 + 0.7 * i / max(1, len(sizes) - 1)) for i, n in enumerate(sizes)}
@@ -286,8 +286,8 @@ def plot_capacity(chart: pd.DataFrame, table: pd.DataFrame, bits_per_param: floa
 def plot_capacity_falloff(table: pd.DataFrame, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    models = sorted(table.model.unique())
-    fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4), squeeze=False)
+    models = sorted(table.model.unique())  # none in an RL-only capacity study: an empty file, not shown
+    fig, axes = plt.subplots(1, max(1, len(models)), figsize=(5.5 * max(1, len(models)), 4), squeeze=False)
     colors = _colors(table.method)
     for ax, model in zip(axes[0], models):
         d = table[table.model == model]

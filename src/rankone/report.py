@@ -224,7 +224,7 @@ def capacity_section(cfg: StudyConfig, at: Layout) -> list[tuple[str, list]]:
                 + ", ".join(f"{m}: {v:.3f}" for m, v in per_param.items())
                 + f" (reference {cfg.analysis.bits_per_param:g}).",
                 ("figure", "capacity.png"),
-                ("figure", "capacity_falloff.png"),
+                *([("figure", "capacity_falloff.png")] if len(sft) else []),
                 falloff.round(1),
                 _round(table[show]),
                 *crossover_part(cfg, cross),
