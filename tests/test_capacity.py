@@ -215,6 +215,10 @@ def test_the_crossover_sentence_says_whether_rank_1_saturates_alike():
             ),
         ]
     )
+    single = rows([(64, 30, "parity")], [(64, 60, "parity")]).assign(
+        bits_recalled_low=math.nan, bits_recalled_high=math.nan
+    )
+    assert "nan" not in crossover_sentence(single) and "one seed gives no interval" in crossover_sentence(single)
     said = crossover_sentence(weak)
     assert "FullFT itself recalls at most 50 bits" in said  # RL never reached 200 bits
     assert "a limit of RL at these sizes, not yet of rank 1" in said and "saturates at fewer" not in said

@@ -75,6 +75,11 @@ def has_crossover(table: pd.DataFrame) -> bool:
     return all(rank1_capacity(table, g) is not None for g in ("rl", "sft"))
 
 
+def _bits_ci(low: float, high: float) -> str:
+    """An interval of bits, or what stands for one where a single seed gives none (never "nan")."""
+    return f"[{low:,.0f}, {high:,.0f}]" if math.isfinite(low) and math.isfinite(high) else "(one seed, no interval)"
+
+
 def crossover_sentence(table: pd.DataFrame) -> str:
     """Whether rank 1 saturates at the same bits under RL as under SFT, from the runs, whatever the answer."""
     if not has_crossover(table):
@@ -91,9 +96,12 @@ def crossover_sentence(table: pd.DataFrame) -> str:
         else f"under {NAMES[g]} it is not shown worse than FullFT at any judged size"
         for g in falls
     )
-    overlap = math.isfinite(rl_lo) and math.isfinite(sft_lo) and rl_lo <= sft_hi and sft_lo <= rl_hi
+    intervals = all(math.isfinite(x) for x in (rl_lo, rl_hi, sft_lo, sft_hi))
+    overlap = intervals and rl_lo <= sft_hi and sft_lo <= rl_hi
     fewer = "fewer" if rl < sft else "more"
-    if overlap:
+    if not intervals:
+        same = "one seed gives no interval, so these runs cannot tell its RL and SFT capacities apart"
+    elif overlap:
         same = "the intervals overlap, so these runs cannot tell its RL and SFT capacities apart"
     elif falls["rl"] if rl < sft else falls["sft"]:  # the regime where it holds fewer bits is where it fell off
         same = f"the intervals do not overlap: rank 1 saturates at {fewer} bits under RL than under SFT"
@@ -103,8 +111,8 @@ def crossover_sentence(table: pd.DataFrame) -> str:
             f"there: a limit of {'RL' if rl < sft else 'SFT'} at these sizes, not yet of rank 1"
         )
     out = (
-        f"Rank 1 recalls at most {rl:,.0f} bits [{rl_lo:,.0f}, {rl_hi:,.0f}] under RL ({rl_n:,}-key table) "
-        f"and {sft:,.0f} [{sft_lo:,.0f}, {sft_hi:,.0f}] under SFT ({sft_n:,} keys); {same}. "
+        f"Rank 1 recalls at most {rl:,.0f} bits {_bits_ci(rl_lo, rl_hi)} under RL ({rl_n:,}-key table) "
+        f"and {sft:,.0f} {_bits_ci(sft_lo, sft_hi)} under SFT ({sft_n:,} keys); {same}. "
         f"{where[0].upper()}{where[1:]}."
     )
     full = table[(table.regime == "rl") & (table.method == "fullft")]
@@ -112,15 +120,16 @@ def crossover_sentence(table: pd.DataFrame) -> str:
         passed = sorted(int(n) for n in full[full.fullft_learned.eq(True)].n_facts)
         out += (
             f" Under RL FullFT learned {len(passed)} of {len(full)} table sizes "
-            f"({', '.join(f'{n:,}' for n in passed) or 'none'} keys: 90% of the keys recalled, or twice rank 1's "
-            "SFT capacity in bits); only those sizes are judged."
+            f"({', '.join(f'{n:,}' for n in passed) + ' keys' if passed else 'none'}: 90% of the keys recalled, or "
+            "twice rank 1's SFT capacity in bits); only those sizes are judged."
         )
     if len(full):  # can RL test rank 1's capacity at all? Only if FullFT learns more than rank 1 holds by SFT
         top = full.loc[full.bits_recalled.idxmax()]
-        if top.bits_recalled_high < sft:
+        reach = top.bits_recalled_high if math.isfinite(top.bits_recalled_high) else top.bits_recalled
+        if reach < sft:
             out += (
                 f" Under RL FullFT itself recalls at most {top.bits_recalled:,.0f} bits "
-                f"[{top.bits_recalled_low:,.0f}, {top.bits_recalled_high:,.0f}] ({int(top.n_facts):,} keys), "
+                f"{_bits_ci(top.bits_recalled_low, top.bits_recalled_high)} ({int(top.n_facts):,} keys), "
                 "below rank 1's SFT capacity: these "
                 "RL runs never carried as many bits as rank 1 stores by SFT, so they cannot show where rank 1 "
                 "saturates under RL."
