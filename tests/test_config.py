@@ -470,6 +470,7 @@ def test_crossover_sizes_are_studies_of_one_table_with_the_issue_grid():
         assert len(tables) == 1 and all(task_of(cfg.tasks[g]).stores_table for g in cfg.regimes)
         params = params_of(cfg.tasks[cfg.regimes[0]])
         assert params.alphabet == 2 and params.digits == (8 if path.stem.endswith("x8") else 1)
+        assert cfg.rollout.max_new_tokens >= params.digits + 1  # the whole value and <eos> (recall reads them)
         for regime in cfg.regimes:
             for grid in (cfg.learning_rates[regime].fullft, cfg.learning_rates[regime].lora):
                 assert len(grid) >= 5 and all(b / a == pytest.approx(2) for a, b in zip(grid, grid[1:]))
