@@ -1125,19 +1125,27 @@ def _without(frame: pd.DataFrame, regimes: list[str]) -> pd.DataFrame:
     return frame[~frame.regime.isin(regimes)] if len(frame) else frame
 
 
+def judging(cfg: StudyConfig, at: Layout, best: pd.DataFrame, tables: tuple) -> tuple:
+    """`tables`, the sweep's (runs, curves, checkpoints) as `collect` gives them, with each confirmed
+    regime's rows replaced by its confirmation runs' (at the lrs `best` chose): the runs that judge."""
+    confirmed = cfg.confirmed_regimes()
+    if not confirmed:
+        return tables
+    parts = [collect(cfg.confirm_study(chosen(at, best), regime), at.confirm()) for regime in confirmed]
+    return tuple(
+        pd.concat([_without(table, confirmed), *(part[i] for part in parts)], ignore_index=True)
+        for i, table in enumerate(tables)
+    )
+
+
 def run(cfg: StudyConfig, at: Layout) -> None:
     """Every table below from the sweep's runs, but the verdicts (and the trajectory and layers
     tables) from the runs that judge: with a confirmation section its fresh seeds, else the sweep's
     (with its edge-extension rounds')."""
     runs, curves, checkpoints = sweep(cfg, at)
     best = read_best(at)
-    judged, judged_checkpoints = runs, checkpoints
     confirmed = cfg.confirmed_regimes()
-    if confirmed:  # each confirmed regime's runs replace the sweep's in the verdicts
-        lrs = chosen(at, best)
-        parts = [collect(cfg.confirm_study(lrs, regime), at.confirm()) for regime in confirmed]
-        judged = pd.concat([_without(runs, confirmed), *(p[0] for p in parts)], ignore_index=True)
-        judged_checkpoints = pd.concat([_without(checkpoints, confirmed), *(p[2] for p in parts)], ignore_index=True)
+    judged, _, judged_checkpoints = judging(cfg, at, best, (runs, curves, checkpoints))
     judged_best = with_replicas(cfg, best)  # the confirmation runs' replicas of a base model, at its lrs
     sharp = sharpening(cfg, judged, judged_best, at)
     regimes = about(sharp)

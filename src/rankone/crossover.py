@@ -20,16 +20,14 @@ lands in its own panel of the figure, beside RL and SFT at one bit a key.
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
 
-from rankone.analysis import IncompleteRunError, chosen, collect, read_best, sweep, with_replicas
+from rankone.analysis import IncompleteRunError, judging, read_best, sweep, with_replicas
 from rankone.capacity import crossover_rows, rl_precondition
 from rankone.config import load
-from rankone.io import InputError, atomic_path
+from rankone.io import InputError, atomic_path, recorded_provenance, span_seconds
 from rankone.paths import Layout
 from rankone.tasks import params_of, task_of
 
@@ -53,12 +51,9 @@ def size_rows(results: str | Path) -> list[dict]:
         best = read_best(at)
     except IncompleteRunError:
         raise InputError(f"{results}: its select stage has not run (snakemake finishes the study first)") from None
-    runs, curves, _ = sweep(cfg, at)
+    runs, curves, _ = judging(cfg, at, best, sweep(cfg, at))  # as in the study's own verdicts
     confirmed = cfg.confirmed_regimes()
-    if confirmed:  # each confirmed regime's runs replace the sweep's, as in the study's own verdicts
-        parts = [collect(cfg.confirm_study(chosen(at, best), g), at.confirm()) for g in confirmed]
-        runs = pd.concat([runs[~runs.regime.isin(confirmed)], *(p[0] for p in parts)], ignore_index=True)
-        curves = pd.concat([curves[~curves.regime.isin(confirmed)], *(p[1] for p in parts)], ignore_index=True)
+    if confirmed:
         best = with_replicas(cfg, best)
     params = params_of(tasks[cfg.regimes[0]])
     rows = crossover_rows(cfg, cfg, params.n_facts, runs, curves, best, lr_from="this size's sweep")
@@ -74,15 +69,7 @@ def size_rows(results: str | Path) -> list[dict]:
 def time_span(results: str | Path) -> float | None:
     """Seconds from a study's first job to its last, from the provenance every stage records (data
     manifests, base models, runs); None when none is recorded."""
-    started, finished = [], []
-    for pattern in ("data/*/manifest.json", "models/*/rankone.json", "**/run.json"):
-        for path in Path(results).glob(pattern):
-            record = json.loads(path.read_text()).get("provenance") or {}
-            started += [record["started"]] if record.get("started") else []
-            finished += [record["finished"]] if record.get("finished") else []
-    if not started or not finished:
-        return None
-    return (datetime.fromisoformat(max(finished)) - datetime.fromisoformat(min(started))).total_seconds()
+    return span_seconds(recorded_provenance(results))
 
 
 def crossover_table(studies: list[str | Path]) -> pd.DataFrame:

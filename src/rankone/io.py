@@ -173,6 +173,28 @@ def provenance(cfg, stage: str, seed: int | None, started: float, regime: str | 
     }
 
 
+def recorded_provenance(root: str | Path) -> list[dict]:
+    """The provenance records (provenance) of every output under a study's results folder: data
+    manifests, base models, runs of the study and its sub-studies; an unreadable file is skipped."""
+    records = []
+    for pattern in ("data/*/manifest.json", "models/*/rankone.json", "**/run.json"):
+        for path in Path(root).glob(pattern):
+            try:
+                records.append(json.loads(path.read_text()).get("provenance") or {})
+            except (json.JSONDecodeError, OSError):
+                continue
+    return records
+
+
+def span_seconds(records: list[dict]) -> float | None:
+    """Seconds from the first record's start to the last one's finish; None without both."""
+    started = [r["started"] for r in records if r.get("started")]
+    finished = [r["finished"] for r in records if r.get("finished")]
+    if not started or not finished:
+        return None
+    return (datetime.fromisoformat(max(finished)) - datetime.fromisoformat(min(started))).total_seconds()
+
+
 def pin_cpu_kernels(kernels: str) -> None:
     """Set (or, for native, clear) the CPU kernel switches of `kernels` in this process and the
     ones it starts; before torch runs anything, or they do not take."""

@@ -27,7 +27,6 @@ import shutil
 import subprocess
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -35,7 +34,7 @@ import pandas as pd
 from rankone import render, report, status
 from rankone.config import StudyConfig, load, method_label
 from rankone.outputs import FIGURES, TABLES
-from rankone.io import InputError, atomic_path, log, read_table
+from rankone.io import InputError, atomic_path, log, read_table, recorded_provenance, span_seconds
 from rankone.paths import Layout
 
 ZIP = "snakemake-report.zip"
@@ -204,25 +203,14 @@ def write_snakemake_report(study_yaml: Path, zip_path: Path) -> str:
 
 def provenance(at: Layout) -> dict:
     """Commit, time span and environment of the runs, from the provenance the stages recorded."""
-    records = []
-    for pattern in ("data/*/manifest.json", "models/*/rankone.json", "**/run.json"):  # runs of sub-studies too
-        for path in at.root.glob(pattern):
-            try:
-                records.append(json.loads(path.read_text()).get("provenance") or {})
-            except (json.JSONDecodeError, OSError):
-                continue
-    started = [r["started"] for r in records if r.get("started")]
+    records = recorded_provenance(at.root)
     finished = [r["finished"] for r in records if r.get("finished")]
     commits = sorted({(r.get("git") or {}).get("commit") or "unknown" for r in records if "git" in r})
     twins = clean_code(records)
     dirty = sum(1 for r in records if not from_commit(r, twins))
     cpus = sorted({(r.get("cpu") or {}).get("model") or "unknown" for r in records if "cpu" in r})
     packages = next((r["packages"] for r in records if r.get("packages")), {})
-    span = (
-        (datetime.fromisoformat(max(finished)) - datetime.fromisoformat(min(started))).total_seconds()
-        if started and finished
-        else None
-    )
+    span = span_seconds(records)
     return {
         "commit": ", ".join(c[:12] for c in commits) or "unknown",
         "dirty_outputs": dirty,
