@@ -204,7 +204,8 @@ def test_the_crossover_sentence_says_whether_rank_1_saturates_alike():
         rows([(64, 60, "parity"), (256, 100, "worse")], [(64, 62, "parity"), (256, 105, "worse")])
     )
     assert "cannot tell its RL and SFT capacities apart" in alike and "falls off FullFT from 256 keys" in alike
-    apart = crossover_sentence(rows([(64, 30, "worse"), (256, 20, "worse")], [(64, 60, "parity"), (256, 200, "worse")]))
+    apart_rows = rows([(64, 30, "worse"), (256, 20, "worse")], [(64, 60, "parity"), (256, 200, "worse")])
+    apart = crossover_sentence(apart_rows)
     assert "saturates at fewer bits under RL than under SFT" in apart and "never carried" not in apart
     weak = rows([(64, 30, "parity"), (256, 20, "parity")], [(64, 60, "parity"), (256, 200, "worse")])
     weak = pd.concat(
@@ -219,9 +220,44 @@ def test_the_crossover_sentence_says_whether_rank_1_saturates_alike():
         bits_recalled_low=math.nan, bits_recalled_high=math.nan
     )
     assert "nan" not in crossover_sentence(single) and "one seed gives no interval" in crossover_sentence(single)
+    low_fullft = apart_rows[apart_rows.regime == "rl"].assign(method="fullft", bits_recalled=50, bits_recalled_low=40)
+    fell = crossover_sentence(pd.concat([apart_rows, low_fullft.assign(bits_recalled_high=60)]))
+    assert "rank 1 still falls off it there" in fell and "cannot show where" not in fell
     said = crossover_sentence(weak)
     assert "FullFT itself recalls at most 50 bits" in said  # RL never reached 200 bits
     assert "a limit of RL at these sizes, not yet of rank 1" in said and "saturates at fewer" not in said
+
+
+def test_the_mechanism_sentence_compares_bits_per_episode_and_per_example():
+    """Issue #40 point 4: FullFT's bits per RL episode, per SFT example of 1 bit and per SFT example of
+    several bits, with intervals, and whether RL stores at most about a bit an episode while a richer SFT
+    example stores more, whichever way the numbers fall; 1-bit rows alone make the crossover sentence."""
+    from rankone.report import mechanism_sentence
+
+    def row(regime, bits, n, episodes, stored):
+        return dict(
+            regime=regime,
+            method="fullft",
+            bits_a_key=bits,
+            n_facts=n,
+            episodes=episodes,
+            bits_recalled=stored,
+            bits_recalled_low=stored * 0.9,
+            bits_recalled_high=stored * 1.1,
+            fullft_learned=True,
+            info_bound_bits=1e4,
+        )
+
+    rows = [row("rl", 1, 512, 131072, 290), row("sft", 1, 256, 12800, 256), row("sft", 8, 128, 6400, 880)]
+    said = mechanism_sentence(pd.DataFrame(rows))
+    assert "0.0022 [0.0020, 0.0024] bits per RL episode" in said and "0.1375" in said
+    assert "as the information argument says" in said
+    flat = mechanism_sentence(pd.DataFrame(rows[:2] + [row("sft", 8, 128, 6400, 128)]))
+    assert "did not store more" in flat and "as the information argument says" not in flat
+    assert mechanism_sentence(pd.DataFrame(rows[:2])) is None  # no multi-bit arm: nothing to state
+    r1 = [dict(r, method="lora-r1", verdict="parity") for r in rows]
+    sentence = crossover_sentence(pd.DataFrame(rows + r1))
+    assert "880" not in sentence  # the 8-bit table is the mechanism's arm, not a crossover size
 
 
 def test_an_rl_size_is_judged_only_where_fullft_learned_enough_of_it():
@@ -330,6 +366,39 @@ def test_rankone_crossover_reads_a_finished_size_study(tmp_path):
     (tmp_path / "other" / "smoke" / "study.yaml").write_text(smoke_cfg.read_text())
     assert main(["crossover", str(tmp_path / "other" / "smoke"), "--out", str(tmp_path / "y")]) == 2
     assert not (tmp_path / "y").exists()
+
+    # published: the size study keeps its page, the crossover gets one that names it as a part, and
+    # rank 1's verdicts are stated once, on the crossover's table sizes
+    from rankone.io import InputError
+    from rankone.publish import publish, published, rank1_verdicts, readme_block
+
+    reports = tmp_path / "reports"
+    (reports / "withdrawn.yaml").parent.mkdir(parents=True)
+    (reports / "withdrawn.yaml").write_text("old-pilot: superseded by the crossover's sizes\n")
+    (reports / "old-pilot").mkdir()
+    (reports / "old-pilot" / "study.json").write_text('{"experiment": "old-pilot"}')
+    assert main(["crossover", str(study), "--out", str(tmp_path / "results" / "crossover")]) == 0
+    publish(tmp_path / "results", snakemake_report=False, allow_dirty=True)
+    entries = {e["experiment"]: e for e in published(reports)}
+    assert sorted(entries) == ["crossover", data["experiment"]]  # the withdrawn study is not listed
+    assert entries["crossover"]["parts"] == [data["experiment"]] and entries["crossover"]["runs"] > 0
+    page = (reports / "crossover" / "index.html").read_text()
+    assert "Rank 1 recalls at most" in page and f"../{data['experiment']}/index.html" in page
+    assert (reports / "crossover" / "crossover.png").is_file() and (
+        reports / "crossover" / "data" / "crossover.csv"
+    ).is_file()
+    verdicts = rank1_verdicts(reports, list(entries.values()))
+    assert set(verdicts.study) <= {"crossover"} and set(verdicts.part) <= {"64 keys"}
+    block = readme_block(reports)
+    assert "**crossover**" in block and f"**{data['experiment']}**" not in block
+    index = (reports / "index.html").read_text()
+    assert "Withdrawn" in index and "superseded by the crossover" in index and "a table size of crossover" in index
+    import shutil
+
+    shutil.rmtree(reports / data["experiment"])  # a crossover whose size is not published is refused
+    (reports / "withdrawn.yaml").write_text(f"{data['experiment']}: gone\n")
+    with pytest.raises(InputError, match="not published"):
+        publish(tmp_path / "results", snakemake_report=False, allow_dirty=True)
 
 
 def test_an_rl_only_capacity_study_draws_its_figures_without_sft_rows(tmp_path):

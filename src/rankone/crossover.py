@@ -27,11 +27,11 @@ import pandas as pd
 from rankone.analysis import IncompleteRunError, judging, read_best, sweep, with_replicas
 from rankone.capacity import crossover_rows, rl_precondition
 from rankone.config import load
-from rankone.io import InputError, atomic_path, recorded_provenance, span_seconds
+from rankone.io import InputError, atomic_path, recorded_provenance, span_seconds, write_json
+from rankone.outputs import CROSSOVER_RECORD
 from rankone.paths import Layout
+from rankone.report import BITS_A_KEY, crossover_sentence, mechanism_sentence
 from rankone.tasks import params_of, task_of
-
-BITS_A_KEY = "bits_a_key"
 
 
 def size_rows(results: str | Path) -> list[dict]:
@@ -85,23 +85,25 @@ def crossover_table(studies: list[str | Path]) -> pd.DataFrame:
 
 
 def write(table: pd.DataFrame, out: str | Path, spans: dict[str, float | None] | None = None) -> Path:
-    """crossover.csv, crossover.png and crossover.md under `out`, all or none; `spans`: each study's
-    seconds from first job to last (time_span), stated with their sum (the studies run in turn)."""
+    """crossover.csv, crossover.png, crossover.md and crossover.json (the studies read, their time
+    spans: what `rankone publish` publishes the crossover from) under `out`, all or none; `spans`: each
+    study's seconds from first job to last (time_span), stated with their sum (the studies run in turn)."""
     from rankone.figures import plot_crossover
-    from rankone.report import crossover_sentence
 
     out = Path(out)
     with atomic_path(out) as tmp:
         tmp.mkdir()
         table.to_csv(tmp / "crossover.csv", index=False)
         plot_crossover(table, tmp / "crossover.png")
-        one_bit = table[table[BITS_A_KEY] == 1]
+        write_json(tmp / CROSSOVER_RECORD, {"studies": list(dict.fromkeys(table.study)), "spans_seconds": spans or {}})
         shown = [c for c in SHOWN if c in table]
+        mechanism = mechanism_sentence(table)
         lines = [
             "# The crossover, one study per table size",
             "",
-            crossover_sentence(one_bit),
+            crossover_sentence(table),
             "",
+            *([mechanism, ""] if mechanism else []),
             "![Bits recalled against table bits](crossover.png)",
             "",
             table[shown].round(4).astype(object).where(table[shown].notna(), None).to_markdown(index=False),

@@ -31,6 +31,10 @@ SECTIONS = {
     "levers": "Levers",
 }
 
+# What `rankone crossover` writes beside its table and figure: the studies it read, one per table
+# size, and each one's time from first job to last; `rankone publish` publishes a crossover from it.
+CROSSOVER_RECORD = "crossover.json"
+
 # The config sections that turn on an optional experiment (each also the stage, module and
 # results folder that writes its tables).
 EXPERIMENTS = ("capacity", "truncation", "levers")

@@ -43,6 +43,13 @@ from rankone.outputs import FIGURES, SECTIONS
 from rankone.paths import Layout
 
 NAMES = {"rl": "RL", "sft": "SFT"}
+BITS_A_KEY = "bits_a_key"  # a crossover table's bits per key (rankone.crossover): 1, or several in the mechanism's arm
+
+
+def one_bit(table: pd.DataFrame) -> pd.DataFrame:
+    """A crossover's tables of one bit a key, those the crossover is stated on; a table of several
+    bits a key (SFT on multi-bit values, the mechanism's arm) is read by mechanism_sentence."""
+    return table[table[BITS_A_KEY] == 1] if BITS_A_KEY in table else table
 
 
 def capacity_findings(falloff: pd.DataFrame) -> list[str]:
@@ -72,6 +79,7 @@ def rank1_capacity(table: pd.DataFrame, regime: str) -> tuple[float, float, floa
 
 def has_crossover(table: pd.DataFrame) -> bool:
     """Rank 1 ran on the tables in both regimes, so there is a crossover to state."""
+    table = one_bit(table)
     return all(rank1_capacity(table, g) is not None for g in ("rl", "sft"))
 
 
@@ -84,6 +92,7 @@ def crossover_sentence(table: pd.DataFrame) -> str:
     """Whether rank 1 saturates at the same bits under RL as under SFT, from the runs, whatever the answer."""
     if not has_crossover(table):
         return "Rank 1 did not run in both regimes: no crossover to state."
+    table = one_bit(table)
     caps = {g: rank1_capacity(table, g) for g in ("rl", "sft")}
     (rl, rl_lo, rl_hi, rl_n), (sft, sft_lo, sft_hi, sft_n) = caps["rl"], caps["sft"]
     falls = {
@@ -126,7 +135,14 @@ def crossover_sentence(table: pd.DataFrame) -> str:
     if len(full):  # can RL test rank 1's capacity at all? Only if FullFT learns more than rank 1 holds by SFT
         top = full.loc[full.bits_recalled.idxmax()]
         reach = top.bits_recalled_high if math.isfinite(top.bits_recalled_high) else top.bits_recalled
-        if reach < sft:
+        if reach < sft and falls["rl"]:  # RL never reached rank 1's SFT capacity, yet rank 1 fell off under RL
+            out += (
+                f" Under RL FullFT itself recalls at most {top.bits_recalled:,.0f} bits "
+                f"{_bits_ci(top.bits_recalled_low, top.bits_recalled_high)} ({int(top.n_facts):,} keys), "
+                "below rank 1's SFT capacity, and rank 1 still falls off it there: under RL rank 1 saturates "
+                "before it holds what it holds by SFT."
+            )
+        elif reach < sft:
             out += (
                 f" Under RL FullFT itself recalls at most {top.bits_recalled:,.0f} bits "
                 f"{_bits_ci(top.bits_recalled_low, top.bits_recalled_high)} ({int(top.n_facts):,} keys), "
@@ -135,6 +151,62 @@ def crossover_sentence(table: pd.DataFrame) -> str:
                 "saturates under RL."
             )
     return out
+
+
+def _per_unit(row) -> str:
+    """Bits stored per RL episode or SFT example, with its interval over seeds."""
+    lo, hi = row.bits_recalled_low / row.episodes, row.bits_recalled_high / row.episodes
+    ci = f" [{lo:.4f}, {hi:.4f}]" if math.isfinite(lo) and math.isfinite(hi) else " (one seed, no interval)"
+    return f"{row.bits_recalled / row.episodes:.4f}{ci}"
+
+
+def mechanism_sentence(table: pd.DataFrame) -> str | None:
+    """The information argument, measured on FullFT (the method whose capacity never binds): the most
+    bits it stored per RL episode, per SFT example of one bit and per SFT example of several bits
+    (each at the size where it stored most per unit, with intervals), and whether RL stores at most
+    about one bit an episode while an SFT example of more bits stores more, whatever the answer.
+    None when the table has no RL or no multi-bit SFT row."""
+    if BITS_A_KEY not in table:
+        return None
+    full = table[(table.method == "fullft") & (table.episodes > 0)].assign(
+        per=lambda t: t.bits_recalled / t.episodes, per_high=lambda t: t.bits_recalled_high / t.episodes
+    )
+    rl = full[full.regime == "rl"]
+    if "fullft_learned" in rl:  # the sizes RL learned (rankone.capacity.rl_precondition)
+        rl = rl[rl.fullft_learned.eq(True)]
+    sft1 = full[(full.regime == "sft") & (full[BITS_A_KEY] == 1)]
+    many = full[(full.regime == "sft") & (full[BITS_A_KEY] > 1)]
+    if not (len(rl) and len(sft1) and len(many)):
+        return None
+    r, s, m = (t.loc[t.per.idxmax()] for t in (rl, sft1, many))
+    at_most_one = (r.per_high if math.isfinite(r.per_high) else r.per) <= 1
+    more = m.bits_recalled_low / m.episodes > s.per_high if math.isfinite(m.bits_recalled_low) else m.per > s.per
+    ceiling = [t[BITS_A_KEY] * t.n_facts / t.episodes for t in (s, m)]  # the table's bits over its examples
+    bound = (
+        f", {r.bits_recalled / r.info_bound_bits:.1%} of the {r.info_bound_bits:,.0f}-bit information bound its "
+        "rewards gave"
+        if "info_bound_bits" in r and r.info_bound_bits > 0
+        else ""
+    )
+    return (
+        f"The mechanism, on FullFT: it stored at most {_per_unit(r)} bits per RL episode ({int(r.n_facts):,} keys"
+        f"{bound}), {_per_unit(s)} per SFT example of 1 bit ({int(s.n_facts):,} keys) and {_per_unit(m)} per SFT "
+        f"example of {m[BITS_A_KEY]:.0f} bits ({int(m.n_facts):,} keys; an SFT example can store at most its bits "
+        f"over the passes, {ceiling[0]:.4f} and {ceiling[1]:.4f}"
+        f" here): an example of {m[BITS_A_KEY]:.0f} bits stored {m.per / s.per:.1f}x an example of 1 bit and "
+        f"{m.per / r.per:.0f}x an RL episode. "
+        + ("RL stored at most about one bit an episode" if at_most_one else "RL stored more than one bit an episode")
+        + (
+            " and an SFT example of more bits stored more, as the information argument says."
+            if more and at_most_one
+            else (
+                ", and an SFT example of more bits stored more."
+                if more
+                else " but an SFT example of more bits did not store more (intervals overlap or reversed): "
+                "the information argument is not borne out on SFT here."
+            )
+        )
+    )
 
 
 def crossover_part(cfg: StudyConfig, cross: pd.DataFrame) -> list:
