@@ -74,7 +74,8 @@ trl: env
 	rankone compare results/default results/trl --out results/trl/analysis/beside-rankone.md
 
 # The RL capacity crossover: one study per table size (config/experiments/crossover/), then the
-# crossover over them (results/crossover/crossover.md). Resumable: a rerun skips what is done.
+# crossover over them (results/crossover/crossover.md; `make publish` publishes it as reports/crossover/).
+# Resumable: a rerun skips what is done.
 # n8192 (rank 1's SFT capacity past 4,096 keys, about 2.3 h more) is left out of the budget:
 # make crossover CROSSOVER_SIZES="n256 n512 n1024 n2048 n4096 n8192 n1024x8"
 CROSSOVER_SIZES := n256 n512 n1024 n2048 n4096 n1024x8

@@ -509,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         except (ConfigError, InputError) as err:
             log.error("%s", err)
             return 2
-        print(f"Written: {out / 'crossover.md'} (and crossover.csv, crossover.png)")
+        print(f"Written: {out / 'crossover.md'} (and crossover.csv, crossover.png, crossover.json for rankone publish)")
         return 0
     if args.command == "captions":
         from rankone.figures import write_captions

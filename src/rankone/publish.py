@@ -159,6 +159,9 @@ def publish_crossover(folder: Path, reports_root: Path, allow_dirty: bool = Fals
     and study.json, whose `parts` are those studies. The commit, dates and environments are theirs;
     its wall time is the sum of theirs (they run in turn)."""
     record = json.loads((folder / CROSSOVER_RECORD).read_text())
+    if not isinstance(record, dict) or not record.get("studies"):
+        raise InputError(f"{folder / CROSSOVER_RECORD}: names no studies (rankone crossover writes it)")
+    record.setdefault("spans_seconds", {})
     have = {e["experiment"]: e for e in published(reports_root)}
     missing = [s for s in record["studies"] if s not in have]
     if missing:
