@@ -30,7 +30,7 @@ from rankone.config import load
 from rankone.io import InputError, atomic_path, recorded_provenance, span_seconds, write_json
 from rankone.outputs import CROSSOVER_RECORD
 from rankone.paths import Layout
-from rankone.report import BITS_A_KEY, crossover_sentence, mechanism_sentence
+from rankone.report import BITS_A_KEY, CROSSOVER_SHOWN, crossover_sentence, mechanism_sentence
 from rankone.tasks import params_of, task_of
 
 
@@ -96,7 +96,7 @@ def write(table: pd.DataFrame, out: str | Path, spans: dict[str, float | None] |
         table.to_csv(tmp / "crossover.csv", index=False)
         plot_crossover(table, tmp / "crossover.png")
         write_json(tmp / CROSSOVER_RECORD, {"studies": list(dict.fromkeys(table.study)), "spans_seconds": spans or {}})
-        shown = [c for c in SHOWN if c in table]
+        shown = [c for c in CROSSOVER_SHOWN if c in table]
         mechanism = mechanism_sentence(table)
         lines = [
             "# The crossover, one study per table size",
@@ -119,32 +119,3 @@ def write(table: pd.DataFrame, out: str | Path, spans: dict[str, float | None] |
             ]
         (tmp / "crossover.md").write_text("\n".join(lines))
     return out
-
-
-SHOWN = [
-    "study",
-    "regime",
-    BITS_A_KEY,
-    "model",
-    "n_facts",
-    "method",
-    "lr",
-    "lr_at_grid_edge",
-    "judged_on",
-    "seeds",
-    "episodes",
-    "table_recall",
-    "bits_recalled",
-    "bits_recalled_low",
-    "bits_recalled_high",
-    "bits_per_episode",
-    "bits_per_example",
-    "info_bound_bits",
-    "fullft_plateau",
-    "fullft_learned",
-    "rl_bar_bits",
-    "gap",
-    "ci_low",
-    "ci_high",
-    "verdict",
-]

@@ -217,7 +217,7 @@ def crossover_page(entry: dict, table: pd.DataFrame, studies: list[dict], spans:
             for e in studies
         ]
     )
-    shown = [c for c in CROSSOVER_SHOWN if c in table]
+    shown = [c for c in report.CROSSOVER_SHOWN if c in table]
     names = " ".join(e["experiment"].rsplit("-", 1)[-1] for e in studies)
     command = f'git checkout {entry["commit"].split(",")[0]}\nmake crossover CROSSOVER_SIZES="{names}"\nmake publish'
     body = [
@@ -239,32 +239,6 @@ def crossover_page(entry: dict, table: pd.DataFrame, studies: list[dict], spans:
         f"<p>To reproduce (same commit, from the repository root):</p><pre>{html.escape(command)}</pre>",
     ]
     return render.page(f"rankone: {entry['experiment']}", "".join(body), "../index.html")
-
-
-# The crossover page's columns (rankone.crossover writes more).
-CROSSOVER_SHOWN = [
-    "regime",
-    "bits_a_key",
-    "n_facts",
-    "method",
-    "lr",
-    "lr_at_grid_edge",
-    "judged_on",
-    "seeds",
-    "episodes",
-    "table_recall",
-    "bits_recalled",
-    "bits_recalled_low",
-    "bits_recalled_high",
-    "bits_per_episode",
-    "bits_per_example",
-    "info_bound_bits",
-    "fullft_learned",
-    "gap",
-    "ci_low",
-    "ci_high",
-    "verdict",
-]
 
 
 def publish_study(

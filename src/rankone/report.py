@@ -46,6 +46,36 @@ NAMES = {"rl": "RL", "sft": "SFT"}
 BITS_A_KEY = "bits_a_key"  # a crossover table's bits per key (rankone.crossover): 1, or several in the mechanism's arm
 
 
+# A crossover's columns on its page and in crossover.md (rankone.crossover, rankone.publish).
+CROSSOVER_SHOWN = [
+    "study",
+    "regime",
+    "bits_a_key",
+    "model",
+    "n_facts",
+    "method",
+    "lr",
+    "lr_at_grid_edge",
+    "judged_on",
+    "seeds",
+    "episodes",
+    "table_recall",
+    "bits_recalled",
+    "bits_recalled_low",
+    "bits_recalled_high",
+    "bits_per_episode",
+    "bits_per_example",
+    "info_bound_bits",
+    "fullft_plateau",
+    "fullft_learned",
+    "rl_bar_bits",
+    "gap",
+    "ci_low",
+    "ci_high",
+    "verdict",
+]
+
+
 def one_bit(table: pd.DataFrame) -> pd.DataFrame:
     """A crossover's tables of one bit a key, those the crossover is stated on; a table of several
     bits a key (SFT on multi-bit values, the mechanism's arm) is read by mechanism_sentence."""
