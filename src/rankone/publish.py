@@ -153,6 +153,12 @@ def crossover_parts(entries: list[dict]) -> dict[str, str]:
     return {part: e["experiment"] for e in entries for part in e.get("parts", [])}
 
 
+def standalone(entries: list[dict]) -> list[dict]:
+    """The entries whose verdicts are stated on their own: every one but a crossover's table sizes."""
+    within = crossover_parts(entries)
+    return [e for e in entries if e["experiment"] not in within]
+
+
 def publish_crossover(folder: Path, reports_root: Path, allow_dirty: bool = False) -> dict:
     """Publish a crossover that `rankone crossover` wrote to `folder` (its table, figure and the
     studies it read, each already published) as reports_root/<folder name>: its page, data/crossover.csv
@@ -565,10 +571,8 @@ def rank1_verdicts(reports_root: Path, entries: list[dict]) -> pd.DataFrame:
     """Rank 1 (each study's lowest LoRA rank) against FullFT: one row per (study, part, regime, model).
     Parts: the study's own grid (verdicts.csv), then each table size of its capacity sub-studies
     (crossover.csv where the study judges recall, else capacity.csv)."""
-    rows, within = [], crossover_parts(entries)
-    for e in entries:
-        if e["experiment"] in within:  # a crossover's table size: judged on the crossover's page
-            continue
+    rows = []
+    for e in standalone(entries):  # a crossover's table sizes are judged on the crossover's page
         data = Path(reports_root) / e["experiment"] / "data"
         parts = (
             [("study", report.judged_on(read_table(data / "verdicts.csv"), data))]
@@ -916,10 +920,7 @@ def findings_markdown(reports_root: Path = Path("reports")) -> str:
                 f"| {'; '.join(notes)} |"
             )
         out += ["", *regime_by_task_markdown(regime_by_task(reports_root, table))]
-    within = crossover_parts(entries)
-    for e in entries:
-        if e["experiment"] in within:  # stated in its crossover's section
-            continue
+    for e in standalone(entries):  # a crossover's table sizes: in its crossover's section
         data = Path(reports_root) / e["experiment"] / "data"
         sizes = ", ".join(f"[{p}](../reports/{p}/index.html)" for p in e.get("parts", []))
         out += [
@@ -965,10 +966,8 @@ def readme_block(reports_root: Path = Path("reports")) -> str:
     regime and model (the findings table, in one line a study)."""
     entries = published(reports_root)
     table = rank1_verdicts(reports_root, entries)
-    lines, within = [], crossover_parts(entries)
-    for e in entries:
-        if e["experiment"] in within:
-            continue
+    lines = []
+    for e in standalone(entries):
         rows = table[table.study == e["experiment"]] if len(table) else table
         parts = (
             [

@@ -165,20 +165,17 @@ def crossover_sentence(table: pd.DataFrame) -> str:
     if len(full):  # can RL test rank 1's capacity at all? Only if FullFT learns more than rank 1 holds by SFT
         top = full.loc[full.bits_recalled.idxmax()]
         reach = top.bits_recalled_high if math.isfinite(top.bits_recalled_high) else top.bits_recalled
-        if reach < sft and falls["rl"]:  # RL never reached rank 1's SFT capacity, yet rank 1 fell off under RL
+        if reach < sft:  # RL never carried what rank 1 holds by SFT
             out += (
                 f" Under RL FullFT itself recalls at most {top.bits_recalled:,.0f} bits "
                 f"{_bits_ci(top.bits_recalled_low, top.bits_recalled_high)} ({int(top.n_facts):,} keys), "
-                "below rank 1's SFT capacity, and rank 1 still falls off it there: under RL rank 1 saturates "
-                "before it holds what it holds by SFT."
-            )
-        elif reach < sft:
-            out += (
-                f" Under RL FullFT itself recalls at most {top.bits_recalled:,.0f} bits "
-                f"{_bits_ci(top.bits_recalled_low, top.bits_recalled_high)} ({int(top.n_facts):,} keys), "
-                "below rank 1's SFT capacity: these "
-                "RL runs never carried as many bits as rank 1 stores by SFT, so they cannot show where rank 1 "
-                "saturates under RL."
+                + (
+                    "below rank 1's SFT capacity, and rank 1 still falls off it there: under RL rank 1 saturates "
+                    "before it holds what it holds by SFT."
+                    if falls["rl"]
+                    else "below rank 1's SFT capacity: these RL runs never carried as many bits as rank 1 stores "
+                    "by SFT, so they cannot show where rank 1 saturates under RL."
+                )
             )
     return out
 
