@@ -775,6 +775,13 @@ class StudyConfig(Grid):
         description="Recompute activations in the backward pass (transformers' gradient checkpointing): "
         "less memory per sequence, about a third more compute per update.",
     )
+    tracking: Literal["none", "trackio"] = Field(
+        "none",
+        description="Live tracking of every training run: `trackio` sends each step's metrics (the rows of the "
+        "run's metrics.jsonl, as they are recorded) and seconds to trackio's local store (TRACKIO_DIR, default "
+        "~/.cache/huggingface/trackio; offline), one trackio run per run, named by its path, in a project named "
+        "after the experiment; `trackio show --project <experiment>` opens the dashboard. Never part of a result.",
+    )
     resources: dict[Literal[RESOURCE_STAGES], StageResources] = Field(  # type: ignore[valid-type]
         default_factory=dict,
         description="Per-stage job resources (GPUs, memory, run time) for a cluster profile, per method family "

@@ -36,6 +36,7 @@ from rankone.io import InputError, atomic_path, log, provenance, read_json, sha2
 from rankone.models.load import trainable_parameters
 from rankone.paths import SNAPSHOTS, snapshot
 from rankone.train.learner import Learner
+from rankone.train.tracking import Tracker
 
 CHECKPOINT, PREVIOUS = "checkpoint", "checkpoint.prev"
 
@@ -147,12 +148,14 @@ class RunFolder:
     identity: dict
     started: float = field(default_factory=time.time)
     model_dir: Path | None = None
+    tracker: Tracker | None = None  # live tracking (the config's `tracking`), opened once the run has resumed
 
     @classmethod
     def open(cls, cfg: StudyConfig, run: RunId, model_dir: Path, out_dir: Path, learner: Learner, state: RunState):
         """The run's folder, resumed into `learner` and `state` from its newest usable checkpoint."""
         folder = cls(cfg, run, out_dir, learner, state, identity(cfg, run, model_dir), model_dir=Path(model_dir))
         folder._resume()
+        folder.tracker = Tracker(cfg, run, folder.group.main, state.step)
         return folder
 
     @property
@@ -221,6 +224,7 @@ class RunFolder:
         snapshot at each late checkpoint of `steps` (evaluate.at)."""
         self._checkpoint(every, total)
         self._snapshot(steps)
+        self.tracker.send(self.state.metrics, self.state.timings)
 
     def _checkpoint(self, every: int, total: float) -> None:
         """Save everything needed to resume, atomically."""
@@ -288,6 +292,7 @@ class RunFolder:
         if not self.group.main:
             return info
         write_finished(self.out_dir, info, state.metrics, state.timings)
+        self.tracker.finish(state.metrics, state.timings)
         _remove_tree(self.out_dir / f".{CHECKPOINT}.new")
         for name in (CHECKPOINT, PREVIOUS):  # set-aside unreadable ones stay
             _discard(self.out_dir / name)

@@ -156,7 +156,10 @@ def grpo_config(cfg: StudyConfig, run: RunId, output_dir: Path):
         save_strategy="steps",
         save_steps=rl.checkpoint_every,
         save_total_limit=2,
-        report_to="none",
+        report_to="trackio" if cfg.tracking == "trackio" else "none",  # TRL's own trackio callback
+        project=cfg.experiment,
+        run_name=run.path,
+        trackio_static_space_id=False,  # local only: nothing goes to the Hub
         use_cpu=cfg.device == "cpu",
         bf16=cfg.dtype == "bfloat16",
         seed=run.seed,
