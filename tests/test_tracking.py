@@ -61,3 +61,13 @@ def test_trackio_gets_every_step_of_a_run_whose_outputs_do_not_change(study, fre
             k: row[k] for k in ("reward", "loss", "episodes", "info_bound_bits")
         }
         assert log["seconds"] > 0
+
+
+def test_tracking_is_not_part_of_any_digest(study):
+    from rankone.stages import STAGES, config_digest
+
+    cfg, _ = study
+    tracked = cfg.model_copy(update={"tracking": "trackio"})
+    assert tracked.digest() == cfg.digest()  # the study's config digest on its published page
+    for stage in STAGES:
+        assert config_digest(tracked, stage, "rl", lineage=True) == config_digest(cfg, stage, "rl", lineage=True)

@@ -1107,8 +1107,9 @@ class StudyConfig(Grid):
         return getattr(self.learning_rates[regime], method_kind(method))
 
     def digest(self, *sections: str) -> str:
-        """Hash of the named dotted sections (all when none): what a stage's outputs depend on."""
-        data = self.model_dump(mode="json")
+        """Hash of the named dotted sections (all but `tracking` when none, which no output depends on and
+        which came after studies were published with this digest): what a stage's outputs depend on."""
+        data = self.model_dump(mode="json", exclude={"tracking"})
         if sections:
             data = {k: _lookup(data, k) for k in sections}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
