@@ -15,6 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
+# One OpenMP (torch) thread in each test process and what it starts, set before anything imports
+# torch: two pytest-xdist workers and the background studies already share two cores, where a
+# second thread per process only spin-waits on a busy core. Jobs and trainers set their own count
+# (the config's `threads`), so no number a test checks depends on this.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import pytest
 import yaml
 
