@@ -277,3 +277,23 @@ def test_every_page_takes_a_studys_rank_one_numbers_from_its_one_table():
             if (m["regime"].upper(), m["model"], m["method"]) == (r.regime, r.model, r.method):
                 assert (m["against_fullft"]["gap"], m["against_fullft"]["verdict"]) == (r.gap, r.verdict), where
     assert pages or not any('class="verdicts"' in p.read_text() for p in reports.glob("*/index.html"))
+
+
+def test_a_rewritten_report_does_not_make_the_code_dirty(tmp_path):
+    import subprocess
+
+    from rankone.io import git_state
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "index.html").write_text("old")
+    (tmp_path / "train.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    (tmp_path / "reports" / "index.html").write_text("new")  # as `rankone publish` leaves it, page after page
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "train.py").write_text("x = 2\n")
+    assert git_state(tmp_path) | {"commit": None} == {"commit": None, "dirty": True, "changed": ["train.py"]}

@@ -143,7 +143,9 @@ def git_state(cwd: str | Path = ".") -> dict:
         head = git("rev-parse", "HEAD")
         if head.returncode != 0:
             return {"commit": None, "dirty": None}
-        changed = sorted(line[3:] for line in git("status", "--porcelain", "--untracked-files=no").stdout.splitlines())
+        # reports/ is what `rankone publish` rewrites, page after page: not code, so not dirty
+        status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)reports")
+        changed = sorted(line[3:] for line in status.stdout.splitlines())
         return {"commit": head.stdout.strip(), "dirty": bool(changed), "changed": changed}
     except (OSError, subprocess.TimeoutExpired):
         return {"commit": None, "dirty": None}
