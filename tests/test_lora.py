@@ -44,7 +44,10 @@ def test_fullft_trains_everything(study):
     assert trainable_parameters(make_policy(model, "fullft", LORA, "all-linear")) == total
 
 
-@pytest.mark.parametrize("method, layers", [("lora-r2-attn", 4), ("lora-r2-mlp", 3), ("lora-r2", 7)])
+@pytest.mark.parametrize(
+    "method, layers",
+    [("lora-r2-attn", 4), ("lora-r2-mlp", 3), ("lora-r2", 7), ("lora-r2-o_proj", 1), ("lora-r2-down_proj", 1)],
+)
 def test_method_suffix_sets_the_adapted_layers(study, method, layers):
     cfg, at = study
     scoped = validate(smoke_dict(methods=["fullft", method], levers=None))
@@ -54,6 +57,8 @@ def test_method_suffix_sets_the_adapted_layers(study, method, layers):
     policy = make_policy(model, method, LORA, scoped.scope(method))
     expected = cfg.architecture.num_hidden_layers * sum(2 * (i + o) for i, o in shapes.values())
     assert trainable_parameters(policy) == expected
+    adapted = {n.split(".lora_")[0].rsplit(".", 1)[1] for n, p in policy.named_parameters() if p.requires_grad}
+    assert adapted == set(shapes), f"{method} adapts {sorted(adapted)}"
 
 
 @pytest.mark.parametrize("u, tying", [(1, 1.0), (16, 1.0), (4, 0.0)])

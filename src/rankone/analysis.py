@@ -44,6 +44,7 @@ from rankone.config import (
     StudyConfig,
     architecture_of,
     lora_rank,
+    lora_scope,
     method_kind,
     method_position,
 )
@@ -988,14 +989,14 @@ def early_coincidence(curves: pd.DataFrame, early_steps: int) -> pd.DataFrame:
 
 
 def layers(cfg: StudyConfig, runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
-    """Attention-only and MLP-only LoRA against all-linear at the same rank, each at its best lr:
-    the test-score gap, paired by seed, with a t interval (empty without -attn/-mlp methods)."""
+    """Scoped LoRA (attention-only, MLP-only, one projection) against all-linear at the same rank, each
+    at its best lr: the test-score gap, paired by seed, with a t interval (empty without scoped methods)."""
     chosen = runs.merge(best[["regime", "model", "method", "lr"]], on=["regime", "model", "method", "lr"])
     rows = []
     for (regime, model), group in chosen.groupby(["regime", "model"]):
         for method, g in group.groupby("method"):
             scope = cfg.scope(method)
-            if not method.endswith(("-attn", "-mlp")):
+            if lora_scope(method) is None:
                 continue
             base = group[group.method == method.rsplit("-", 1)[0]].set_index("seed")["test_score"]
             mine = g.set_index("seed")["test_score"]

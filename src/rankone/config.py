@@ -17,23 +17,29 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-# fullft; lora-r<rank> with an optional layer scope: -attn (attention only), -mlp (MLP only);
+# fullft; lora-r<rank> with an optional layer scope: -attn (attention only), -mlp (MLP only), or one
+# projection of every block, by its module name (-o_proj: the attention output alone; a rank-1 adapter
+# with fewer parameters, for a capacity the crossover's RL runs can reach);
 # tinylora-u<u>: TinyLoRA with a trainable vector of u entries (shared by every adapted layer by default);
 # temperature: one trained scalar that scales the logits (a learned temperature, a sharpening control);
 # or majority: FullFT RL rewarded for agreeing with its group's majority answer, which reads no answer
 # (entropy minimisation, a sharpening control; RL only, on FullFT's lr grid).
 # The workflow's `method` wildcard is this expression too (workflow/rules/common.smk).
-METHOD_REGEX = r"fullft|lora-r([1-9][0-9]*)(?:-(attn|mlp))?|tinylora-u([1-9][0-9]*)|temperature|majority"
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+METHOD_REGEX = (
+    rf"fullft|lora-r([1-9][0-9]*)(?:-(attn|mlp|{'|'.join(PROJECTIONS)}))?|tinylora-u([1-9][0-9]*)|temperature|majority"
+)
 # The trained sharpening controls (analysis.sharpening): methods of the grid, judged like any, never contenders.
 CONTROL_METHODS = {"temperature": "learned temperature", "majority": "majority-vote reward"}
 METHOD_PATTERN = re.compile(rf"^({METHOD_REGEX})$")
-SCOPES = {"attn": "attention", "mlp": "mlp"}
+SCOPES = {"attn": "attention", "mlp": "mlp", **{p: p for p in PROJECTIONS}}
 # A base-model replica: "<model>@<k>" (k >= 1) warm-starts the same tiny preset again with pretrain
 # seed `seed + k` ("<model>" is replica 0). The analysis pools a model's replicas (pooled.csv).
 REPLICA = re.compile(r"^(?P<model>[A-Za-z0-9._-]+)@(?P<k>[1-9][0-9]*)$")
 SCOPE_LAYERS = {
     "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
     "mlp": ("gate_proj", "up_proj", "down_proj"),
+    **{p: (p,) for p in PROJECTIONS},
 }
 
 # vLLM's CPU attention kernels support these head sizes only (the config refuses others with engine vllm).
@@ -818,7 +824,14 @@ class StudyConfig(Grid):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     rl: RLConfig = Field(default_factory=RLConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
-    methods: list[str] = Field(min_length=1, description="fullft and/or lora-r<rank>.")
+    methods: list[str] = Field(
+        min_length=1,
+        description=(
+            "Methods trained in every regime and model: fullft; lora-r<rank>, all-linear or with a layer scope "
+            "(-attn, -mlp, or one projection of every block: -q_proj, -k_proj, -v_proj, -o_proj, -gate_proj, "
+            "-up_proj, -down_proj); tinylora-u<u>; the sharpening controls temperature and majority (RL only)."
+        ),
+    )
     lora: LoraConfig = Field(default_factory=LoraConfig)
     learning_rates: dict[Literal["rl", "sft"], LRGrid] = Field(description="Learning-rate grid per regime.")
     seeds: list[int] = Field(min_length=1, description="Training seeds; each run is repeated per seed.")
@@ -1061,7 +1074,7 @@ class StudyConfig(Grid):
         return self._awaits_choice
 
     def scope(self, method: str) -> str:
-        """Which linear layers a LoRA method adapts: its -attn/-mlp suffix, else lora.target_modules."""
+        """Which linear layers a LoRA method adapts: its -attn/-mlp/-<projection> suffix, else lora.target_modules."""
         return lora_scope(method) or self.lora.target_modules
 
     def adapted_shapes(self, method: str = "lora-r1") -> dict[str, tuple[int, int]]:
@@ -1178,7 +1191,8 @@ def check_methods(methods: list[str]) -> list[str]:
     for m in methods:
         if not METHOD_PATTERN.match(m):
             raise ValueError(
-                f"unknown method {m!r}; use 'fullft', 'lora-r<rank>[-attn|-mlp]' (e.g. lora-r1, lora-r16-mlp) or "
+                f"unknown method {m!r}; use 'fullft', 'lora-r<rank>[-attn|-mlp|-<projection>]' (e.g. lora-r1, "
+                f"lora-r16-mlp, lora-r1-o_proj; projections: {', '.join(PROJECTIONS)}) or "
                 "'tinylora-u<u>' (e.g. tinylora-u16), 'temperature' or 'majority'"
             )
     return check_unique(methods, "methods")
@@ -1222,8 +1236,8 @@ def lora_rank(method: str) -> int | None:
 
 
 def lora_scope(method: str) -> str | None:
-    """A LoRA method's layer scope from its -attn/-mlp suffix ('attention', 'mlp'); None for
-    fullft, tinylora and all-linear LoRA."""
+    """A LoRA method's layer scope from its suffix ('attention', 'mlp', or one projection such as
+    'o_proj'); None for fullft, tinylora and all-linear LoRA."""
     suffix = _method(method)[3]
     return SCOPES[suffix] if suffix else None
 
