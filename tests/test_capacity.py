@@ -411,3 +411,26 @@ def test_an_rl_only_capacity_study_draws_its_figures_without_sft_rows(tmp_path):
     chart = pd.DataFrame(columns=["regime", "model", "method", "n_facts", "trainable_parameters", "bits", "kind"])
     plot_capacity(chart, sft, 2.0, tmp_path / "capacity.png")
     assert (tmp_path / "falloff.png").stat().st_size > 0 and (tmp_path / "capacity.png").stat().st_size > 0
+
+
+def test_a_scoped_rank_1_gets_its_own_crossover_and_rl_that_reached_its_capacity_says_so():
+    """Rank 1 on one projection (fewer parameters) beside all-linear rank 1: one statement each; where
+    FullFT by RL recalls more than the adapter holds by SFT, the runs could place its RL capacity."""
+
+    def cells(method, rl, sft):
+        return [
+            {"regime": g, "method": method, "n_facts": n, "bits_recalled": b, "bits_recalled_low": b - 5}
+            | {"bits_recalled_high": b + 5, "verdict": v}
+            for g, rows in (("rl", rl), ("sft", sft))
+            for n, b, v in rows
+        ]
+
+    narrow = cells("lora-r1-o_proj", [(512, 55, "worse")], [(512, 140, "worse")])
+    full = cells("fullft", [(512, 290, None)], [(512, 512, None)])
+    wide = cells("lora-r1", [(512, 220, "inconclusive")], [(512, 508, "parity")])
+    sentence = crossover_sentence(pd.DataFrame(narrow + full))
+    assert sentence.startswith("Rank 1 o_proj-only recalls at most 55 bits [50, 60] under RL")
+    assert "saturates at fewer bits under RL than under SFT" in sentence
+    assert "RL carried enough for rank 1 o_proj-only to reach its SFT capacity" in sentence
+    both = crossover_sentence(pd.DataFrame(narrow + full + wide))
+    assert both.index("Rank 1 recalls at most 220") < both.index("Rank 1 o_proj-only recalls at most 55")

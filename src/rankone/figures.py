@@ -324,8 +324,8 @@ def plot_crossover(cross: pd.DataFrame, path: Path) -> None:
     colors = _colors(cross.method)
     for row, model in zip(axes, models):
         d = cross[cross.model == model]
-        r1 = d[(d.panel == "SFT") & (d.method == "lora-r1")]
-        r1_capacity = float(r1.bits_recalled.max()) if len(r1) else None
+        sft_rank1 = d[(d.panel == "SFT") & (d["rank"] == 1)] if "rank" in d else d.iloc[:0]
+        capacities = sft_rank1.groupby("method").bits_recalled.max()  # each rank-1 adapter's SFT capacity
         top = (
             max(d.table_bits.max(), d.bits_recalled_high.max(skipna=True) if d.bits_recalled_high.notna().any() else 1)
             * 1.5
@@ -333,8 +333,10 @@ def plot_crossover(cross: pd.DataFrame, path: Path) -> None:
         low = d.table_bits.min() / 2
         for ax, panel in zip(row, panels):
             ax.plot([low, top], [low, top], "k:", lw=1, label="the whole table")
-            if r1_capacity:
-                ax.axhline(max(r1_capacity, 1), color="gray", ls="--", lw=1, label="rank 1's SFT capacity")
+            for method, capacity in capacities.items():
+                ax.axhline(
+                    max(capacity, 1), color=colors[method], ls="--", lw=1, label=f"{method_label(method)}: SFT capacity"
+                )
             for method in method_order(d.method):
                 m = d[(d.panel == panel) & (d.method == method)].sort_values("table_bits")
                 if not len(m):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rankone.config import CONTROL_METHODS, StudyConfig, method_label
+from rankone.config import CONTROL_METHODS, StudyConfig, lora_rank, method_kind, method_label
 from rankone.figures import (
     SCORE_LABELS,
     by_method,
@@ -98,19 +98,31 @@ def capacity_findings(falloff: pd.DataFrame) -> list[str]:
     return out
 
 
-def rank1_capacity(table: pd.DataFrame, regime: str) -> tuple[float, float, float, int] | None:
-    """Rank 1's most bits recalled at any size in `regime` (mean, interval, that size), or None."""
-    r1 = table[(table.regime == regime) & (table.method == "lora-r1")]
+def rank1_methods(table: pd.DataFrame) -> list[str]:
+    """The rank-1 LoRA adapters in a crossover table: all-linear `lora-r1` first, then any with a layer
+    scope (`lora-r1-o_proj`: fewer parameters, a capacity RL can reach)."""
+    rank1 = {m for m in table.method.unique() if method_kind(m) == "lora" and lora_rank(m) == 1}
+    return sorted(rank1, key=lambda m: (m != "lora-r1", m))
+
+
+def rank1_capacity(table: pd.DataFrame, regime: str, method: str = "lora-r1") -> tuple[float, float, float, int] | None:
+    """A rank-1 adapter's most bits recalled at any size in `regime` (mean, interval, that size), or None."""
+    r1 = table[(table.regime == regime) & (table.method == method)]
     if not len(r1):
         return None
     top = r1.loc[r1.bits_recalled.idxmax()]
     return float(top.bits_recalled), float(top.bits_recalled_low), float(top.bits_recalled_high), int(top.n_facts)
 
 
-def has_crossover(table: pd.DataFrame) -> bool:
-    """Rank 1 ran on the tables in both regimes, so there is a crossover to state."""
+def crossed(table: pd.DataFrame) -> list[str]:
+    """The rank-1 adapters that ran on the tables in both regimes: those with a crossover to state."""
     table = one_bit(table)
-    return all(rank1_capacity(table, g) is not None for g in ("rl", "sft"))
+    return [m for m in rank1_methods(table) if all(rank1_capacity(table, g, m) is not None for g in ("rl", "sft"))]
+
+
+def has_crossover(table: pd.DataFrame) -> bool:
+    """Some rank-1 adapter ran on the tables in both regimes, so there is a crossover to state."""
+    return bool(crossed(table))
 
 
 def _bits_ci(low: float, high: float) -> str:
@@ -119,14 +131,20 @@ def _bits_ci(low: float, high: float) -> str:
 
 
 def crossover_sentence(table: pd.DataFrame) -> str:
-    """Whether rank 1 saturates at the same bits under RL as under SFT, from the runs, whatever the answer."""
-    if not has_crossover(table):
+    """Whether rank 1 saturates at the same bits under RL as under SFT, from the runs, whatever the
+    answer: one statement per rank-1 adapter that ran in both regimes (all-linear, then scoped)."""
+    methods = crossed(table)
+    if not methods:
         return "Rank 1 did not run in both regimes: no crossover to state."
-    table = one_bit(table)
-    caps = {g: rank1_capacity(table, g) for g in ("rl", "sft")}
+    return " ".join(_crossover_of(one_bit(table), m) for m in methods)
+
+
+def _crossover_of(table: pd.DataFrame, method: str) -> str:
+    name = method_label(method)
+    caps = {g: rank1_capacity(table, g, method) for g in ("rl", "sft")}
     (rl, rl_lo, rl_hi, rl_n), (sft, sft_lo, sft_hi, sft_n) = caps["rl"], caps["sft"]
     falls = {
-        g: sorted(table[(table.regime == g) & (table.method == "lora-r1") & (table.verdict == "worse")].n_facts)
+        g: sorted(table[(table.regime == g) & (table.method == method) & (table.verdict == "worse")].n_facts)
         for g in ("rl", "sft")
     }
     where = "; ".join(
@@ -143,15 +161,15 @@ def crossover_sentence(table: pd.DataFrame) -> str:
     elif overlap:
         same = "the intervals overlap, so these runs cannot tell its RL and SFT capacities apart"
     elif falls["rl"] if rl < sft else falls["sft"]:  # the regime where it holds fewer bits is where it fell off
-        same = f"the intervals do not overlap: rank 1 saturates at {fewer} bits under RL than under SFT"
+        same = f"the intervals do not overlap: {name} saturates at {fewer} bits under RL than under SFT"
     else:  # fewer bits, but not fewer than FullFT in that regime: the regime's limit, not rank 1's
         same = (
-            f"the intervals do not overlap, but rank 1 recalls {fewer} bits under RL without falling off FullFT "
-            f"there: a limit of {'RL' if rl < sft else 'SFT'} at these sizes, not yet of rank 1"
+            f"the intervals do not overlap, but {name} recalls {fewer} bits under RL without falling off FullFT "
+            f"there: a limit of {'RL' if rl < sft else 'SFT'} at these sizes, not yet of {name}"
         )
     out = (
-        f"Rank 1 recalls at most {rl:,.0f} bits {_bits_ci(rl_lo, rl_hi)} under RL ({rl_n:,}-key table) "
-        f"and {sft:,.0f} {_bits_ci(sft_lo, sft_hi)} under SFT ({sft_n:,} keys); {same}. "
+        f"{name[0].upper()}{name[1:]} recalls at most {rl:,.0f} bits {_bits_ci(rl_lo, rl_hi)} under RL "
+        f"({rl_n:,}-key table) and {sft:,.0f} {_bits_ci(sft_lo, sft_hi)} under SFT ({sft_n:,} keys); {same}. "
         f"{where[0].upper()}{where[1:]}."
     )
     full = table[(table.regime == "rl") & (table.method == "fullft")]
@@ -170,12 +188,18 @@ def crossover_sentence(table: pd.DataFrame) -> str:
                 f" Under RL FullFT itself recalls at most {top.bits_recalled:,.0f} bits "
                 f"{_bits_ci(top.bits_recalled_low, top.bits_recalled_high)} ({int(top.n_facts):,} keys), "
                 + (
-                    "below rank 1's SFT capacity, and rank 1 still falls off it there: under RL rank 1 saturates "
+                    f"below {name}'s SFT capacity, and {name} still falls off it there: under RL {name} saturates "
                     "before it holds what it holds by SFT."
                     if falls["rl"]
-                    else "below rank 1's SFT capacity: these RL runs never carried as many bits as rank 1 stores "
-                    "by SFT, so they cannot show where rank 1 saturates under RL."
+                    else f"below {name}'s SFT capacity: these RL runs never carried as many bits as {name} stores "
+                    f"by SFT, so they cannot show where {name} saturates under RL."
                 )
+            )
+        else:  # RL carried more than rank 1 holds by SFT: the runs can place its RL capacity
+            out += (
+                f" Under RL FullFT recalls up to {top.bits_recalled:,.0f} bits "
+                f"{_bits_ci(top.bits_recalled_low, top.bits_recalled_high)} ({int(top.n_facts):,} keys), "
+                f"more than {name} holds by SFT: RL carried enough for {name} to reach its SFT capacity."
             )
     return out
 
