@@ -3,14 +3,14 @@
 # make slurm-env: add the SLURM executor plugin (envs/slurm.txt) for workflow/profiles/slurm
 # make publish: the static site under reports/ from every study under results/ (see README)
 # make image: the CPU image (build/image/rankone-cpu) from Debian and the lock; make study-in-image runs the study in it
-# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / crossover / trl / two-by-two / learning-pilot / learning / real : experiments layered over the default study
+# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / crossover / crossover-o_proj / trl / two-by-two / learning-pilot / learning / real : experiments layered over the default study
 VENV := .venv
 IMAGE := build/image/rankone-cpu
 PYTHON ?= python3.11
 PIP_ARGS ?=
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: image image-check study-in-image gpu-vendor gpu-rehearsal slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover trl two-by-two learning-pilot learning real test benchmark lint env
+.PHONY: image image-check study-in-image gpu-vendor gpu-rehearsal slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover crossover-o_proj trl two-by-two learning-pilot learning real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -84,6 +84,14 @@ crossover: env
 		snakemake --cores all --configfile config/experiments/crossover.yaml config/experiments/crossover/$$size.yaml || exit 1; \
 	done
 	rankone crossover $(foreach s,$(CROSSOVER_SIZES),results/crossover-$(s)) --out results/crossover
+
+# The crossover with rank 1 on o_proj alone (512 parameters: a capacity RL can reach) at 256 and 512 keys, its own page.
+CROSSOVER_O_PROJ_SIZES := n256-o_proj n512-o_proj
+crossover-o_proj: env
+	for size in $(CROSSOVER_O_PROJ_SIZES); do \
+		snakemake --cores all --configfile config/experiments/crossover.yaml config/experiments/crossover/$$size.yaml || exit 1; \
+	done
+	rankone crossover $(foreach s,$(CROSSOVER_O_PROJ_SIZES),results/crossover-$(s)) --out results/crossover-o_proj
 
 test: env
 	pytest
