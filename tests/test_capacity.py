@@ -354,6 +354,7 @@ def test_rankone_crossover_reads_a_finished_size_study(tmp_path):
         "sweep seeds"
     }
     assert table.bits_recalled.between(0, 64).all()
+    assert set(table["about"]) == {"not measured"}  # the study's analysis (sharpening.csv) has not run
     rl = table.loc["rl"]
     assert (rl.bits_per_episode == rl.bits_recalled / rl.episodes).all() and rl.fullft_learned.notna().all()
     assert table.loc["sft"].bits_per_example.notna().all()

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from rankone.analysis import IncompleteRunError, judging, read_best, sweep, with_replicas
+from rankone.analysis import NOT_MEASURED, IncompleteRunError, about, judging, read_best, sweep, with_replicas
 from rankone.capacity import crossover_rows, rl_precondition
 from rankone.config import load
-from rankone.io import InputError, atomic_path, recorded_provenance, span_seconds, write_json
+from rankone.io import InputError, atomic_path, read_table, recorded_provenance, span_seconds, write_json
 from rankone.outputs import CROSSOVER_RECORD
 from rankone.paths import Layout
 from rankone.report import BITS_A_KEY, CROSSOVER_SHOWN, crossover_sentence, mechanism_sentence
@@ -57,8 +57,11 @@ def size_rows(results: str | Path) -> list[dict]:
         best = with_replicas(cfg, best)
     params = params_of(tasks[cfg.regimes[0]])
     rows = crossover_rows(cfg, cfg, params.n_facts, runs, curves, best, lr_from="this size's sweep")
+    sharp = at.table("sharpening.csv")  # what the study's RL verdicts are about (its FullFT against the base)
+    regimes = about(read_table(sharp)) if sharp.is_file() else {}
     for row in rows:
         row["study"] = cfg.experiment
+        row["about"] = regimes.get((row["regime"], row["model"]), NOT_MEASURED)
         row["judged_on"] = "confirmation seeds" if row["regime"] in confirmed else "sweep seeds"
         row[BITS_A_KEY] = row["table_bits"] / params.n_facts
         per = "episode" if row["regime"] == "rl" else "example"

@@ -224,8 +224,15 @@ def crossover_page(entry: dict, table: pd.DataFrame, studies: list[dict], spans:
         ]
     )
     shown = [c for c in report.CROSSOVER_SHOWN if c in table]
-    names = " ".join(e["experiment"].rsplit("-", 1)[-1] for e in studies)
-    command = f'git checkout {entry["commit"].split(",")[0]}\nmake crossover CROSSOVER_SIZES="{names}"\nmake publish'
+    names = " ".join(e["experiment"].removeprefix("crossover-") for e in studies)  # config/experiments/crossover/<name>
+    command = (
+        f"git checkout {entry['commit'].split(',')[0]}\n"
+        f"for size in {names}; do snakemake --cores all --configfile config/experiments/crossover.yaml "
+        "config/experiments/crossover/$size.yaml; done\n"
+        f"rankone crossover {' '.join('results/' + e['experiment'] for e in studies)} "
+        f"--out results/{entry['experiment']}\n"
+        "make publish"
+    )
     body = [
         f"<h1>{html.escape(entry['experiment'])}</h1>",
         f"<p>{entry['runs']} training runs over {len(studies)} studies, one per table size: "

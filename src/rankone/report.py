@@ -73,6 +73,7 @@ CROSSOVER_SHOWN = [
     "ci_low",
     "ci_high",
     "verdict",
+    "about",
 ]
 
 
