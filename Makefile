@@ -8,6 +8,12 @@ VENV := .venv
 IMAGE := build/image/rankone-cpu
 PYTHON ?= python3.11
 PIP_ARGS ?=
+# How the lock is installed: pip, or uv (INSTALLER=uv: the same pinned packages, fetched and unpacked
+# in parallel, several times faster; .ci/run uses it). uv, pinned in envs/uv.txt, is installed beside
+# the venv (build/uv), not in it, and is handed pip's package sources (scripts/pip-indexes), since it
+# reads no pip configuration; if it fails, pip installs the lock as without it.
+INSTALLER ?= pip
+UV := build/uv/bin/uv
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: image image-check study-in-image gpu-vendor gpu-rehearsal slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover crossover-o_proj trl two-by-two learning-pilot learning real test benchmark lint env
@@ -16,7 +22,16 @@ env: $(VENV)/.installed
 
 $(VENV)/.installed: envs/cpu.lock.txt pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+ifeq ($(INSTALLER),uv)
+	test -x $(UV) || $(VENV)/bin/pip install --quiet --no-deps --target build/uv $(PIP_ARGS) -r envs/uv.txt
+	$(UV) pip install --quiet --python $(VENV)/bin/python --no-deps --index-strategy unsafe-best-match \
+		$$(scripts/pip-indexes $(VENV)/bin/pip) $(PIP_ARGS) -r envs/cpu.lock.txt \
+		|| $(VENV)/bin/pip install --quiet --no-deps --no-compile $(PIP_ARGS) -r envs/cpu.lock.txt
+else ifeq ($(INSTALLER),pip)
 	$(VENV)/bin/pip install --quiet --no-deps --no-compile $(PIP_ARGS) -r envs/cpu.lock.txt
+else
+	$(error INSTALLER=$(INSTALLER): use pip or uv)
+endif
 	# Byte-compile on every core (pip does it on one; without .pyc every job's imports take
 	# twice as long). Like pip, skip files that do not compile (vendored Python 2 tests).
 	$(VENV)/bin/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true

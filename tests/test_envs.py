@@ -78,3 +78,44 @@ def test_slurm_extra_is_exact_pins_outside_the_lock():
         "snakemake-executor-plugin-slurm-jobstep": "0.6.1",
     }
     assert "make slurm-env" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_pip_indexes_hands_uv_the_sources_pip_is_configured_with(tmp_path):
+    """`make env INSTALLER=uv`: uv reads no pip configuration, so scripts/pip-indexes turns what
+    `pip config list` reports (files and PIP_* environment) into uv options, each source once, the
+    environment's index-url over a file's."""
+    import subprocess
+
+    pip = tmp_path / "pip"
+    pip.write_text(
+        "#!/bin/sh\ncat <<'LIST'\n"
+        "global.cert='/etc/ssl/certs/ca-certificates.crt'\n"
+        "global.extra-index-url='file:///opt/a/simple file:///opt/b/simple'\n"
+        "global.find-links='/opt/wheels'\n"
+        "global.index-url='https://mirror.example/simple'\n"
+        ":env:.find-links='/opt/wheels'\n"
+        ":env:.index-url='https://pypi.org/simple'\n"
+        "LIST\n"
+    )
+    pip.chmod(0o755)
+    out = subprocess.run([str(ROOT / "scripts" / "pip-indexes"), str(pip)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [
+        "--index-url",
+        "https://pypi.org/simple",
+        "--extra-index-url",
+        "file:///opt/a/simple",
+        "--extra-index-url",
+        "file:///opt/b/simple",
+        "--find-links",
+        "/opt/wheels",
+    ]
+    broken = tmp_path / "broken-pip"
+    broken.write_text("#!/bin/sh\necho 'no config here' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    out = subprocess.run([str(ROOT / "scripts" / "pip-indexes"), str(broken)], capture_output=True, text=True)
+    assert out.returncode == 1 and "config list failed: no config here" in out.stderr and not out.stdout
+
+
+def test_uv_is_pinned_exactly():
+    assert re.fullmatch(r"uv==\d+\.\d+\.\d+", (ENVS / "uv.txt").read_text().strip())
