@@ -400,6 +400,10 @@ def test_rankone_crossover_reads_a_finished_size_study(tmp_path):
     (reports / "withdrawn.yaml").write_text(f"{data['experiment']}: gone\n")
     with pytest.raises(InputError, match="not published"):
         publish(tmp_path / "results", snakemake_report=False, allow_dirty=True)
+    (reports / "withdrawn.yaml").write_text(f"old-pilot: old\n{data['experiment']}: gone\ncrossover: gone too\n")
+    shutil.rmtree(reports / "crossover")  # a withdrawn crossover is neither published nor listed
+    publish(tmp_path / "results", snakemake_report=False, allow_dirty=True)
+    assert not (reports / "crossover").exists() and not published(reports)
 
 
 def test_an_rl_only_capacity_study_draws_its_figures_without_sft_rows(tmp_path):

@@ -72,7 +72,11 @@ def publish(results_root: Path = Path("results"), snakemake_report: bool = True,
             entries.append(entry)
     reports_root = reports_root or Path("reports")
     reports_root.mkdir(parents=True, exist_ok=True)
+    gone = withdrawn(reports_root)
     for record in sorted(Path(results_root).glob(f"*/{CROSSOVER_RECORD}")):  # after the studies they read
+        if record.parent.name in gone:
+            log.info("not publishing %s: withdrawn (%s)", record.parent.name, reports_root / WITHDRAWN)
+            continue
         publish_crossover(record.parent, reports_root, allow_dirty)
     index = reports_root / "index.html"
     with atomic_path(index) as tmp:
