@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from rankone import render, report, status
-from rankone.config import StudyConfig, load, method_label
+from rankone.config import StudyConfig, load, lora_scope, method_label
 from rankone.outputs import CROSSOVER_RECORD, FIGURES, TABLES
 from rankone.io import InputError, atomic_path, log, read_table, recorded_provenance, span_seconds
 from rankone.paths import Layout
@@ -983,7 +983,7 @@ def readme_block(reports_root: Path = Path("reports")) -> str:
         parts = (
             [
                 f"{regime}{'' if part == 'study' else ' on ' + part}: "
-                + ", ".join(f"{r.verdict} ({r.model}, {r.gap:+.3f})" for r in g.itertuples())
+                + ", ".join(f"{r.verdict} ({r.model}{_scoped(r.method)}, {r.gap:+.3f})" for r in g.itertuples())
                 for (part, regime), g in rows.groupby(["part", "regime"], sort=False)
             ]
             if len(rows)
@@ -1000,6 +1000,11 @@ def readme_block(reports_root: Path = Path("reports")) -> str:
             "FullFT: " + ("; ".join(parts) if parts else "no verdict") + "." + sentence
         )
     return "\n".join([MARKERS[0], *lines, MARKERS[1]])
+
+
+def _scoped(method: str) -> str:
+    """ ", rank 1 o_proj-only" where a study's lowest rank adapts some layers only; "" for all-linear."""
+    return f", {method_label(method)}" if lora_scope(method) else ""
 
 
 def with_readme_block(text: str, block: str) -> str:
