@@ -94,19 +94,16 @@ trl: env
 # n8192 (rank 1's SFT capacity past 4,096 keys, about 2.3 h more) is left out of the budget:
 # make crossover CROSSOVER_SIZES="n256 n512 n1024 n2048 n4096 n8192 n1024x8"
 CROSSOVER_SIZES := n256 n512 n1024 n2048 n4096 n1024x8
+CROSSOVER_OUT := results/crossover
 crossover: env
 	for size in $(CROSSOVER_SIZES); do \
 		snakemake --cores all --configfile config/experiments/crossover.yaml config/experiments/crossover/$$size.yaml || exit 1; \
 	done
-	rankone crossover $(foreach s,$(CROSSOVER_SIZES),results/crossover-$(s)) --out results/crossover
+	rankone crossover $(foreach s,$(CROSSOVER_SIZES),results/crossover-$(s)) --out $(CROSSOVER_OUT)
 
 # The crossover with rank 1 on o_proj alone (512 parameters: a capacity RL can reach) at 256 and 512 keys, its own page.
-CROSSOVER_O_PROJ_SIZES := n256-o_proj n512-o_proj
-crossover-o_proj: env
-	for size in $(CROSSOVER_O_PROJ_SIZES); do \
-		snakemake --cores all --configfile config/experiments/crossover.yaml config/experiments/crossover/$$size.yaml || exit 1; \
-	done
-	rankone crossover $(foreach s,$(CROSSOVER_O_PROJ_SIZES),results/crossover-$(s)) --out results/crossover-o_proj
+crossover-o_proj:
+	$(MAKE) crossover CROSSOVER_SIZES="n256-o_proj n512-o_proj" CROSSOVER_OUT=results/crossover-o_proj
 
 test: env
 	pytest

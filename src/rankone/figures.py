@@ -324,7 +324,7 @@ def plot_crossover(cross: pd.DataFrame, path: Path) -> None:
     colors = _colors(cross.method)
     for row, model in zip(axes, models):
         d = cross[cross.model == model]
-        sft_rank1 = d[(d.panel == "SFT") & (d["rank"] == 1)] if "rank" in d else d.iloc[:0]
+        sft_rank1 = d[(d.panel == "SFT") & (d.method.map(lora_rank) == 1)]
         capacities = sft_rank1.groupby("method").bits_recalled.max()  # each rank-1 adapter's SFT capacity
         top = (
             max(d.table_bits.max(), d.bits_recalled_high.max(skipna=True) if d.bits_recalled_high.notna().any() else 1)

@@ -64,20 +64,16 @@ def publish(results_root: Path = Path("results"), snakemake_report: bool = True,
             log.warning("skipping %s: %s", study_yaml, err)
             continue
         reports_root = Path(cfg.reports_dir)
-        if cfg.experiment in withdrawn(reports_root):
-            log.info("not publishing %s: withdrawn (%s)", cfg.experiment, reports_root / WITHDRAWN)
+        if is_withdrawn(cfg.experiment, reports_root):
             continue
         entry = publish_study(cfg, study_yaml, snakemake_report, allow_dirty)
         if entry is not None:
             entries.append(entry)
     reports_root = reports_root or Path("reports")
     reports_root.mkdir(parents=True, exist_ok=True)
-    gone = withdrawn(reports_root)
     for record in sorted(Path(results_root).glob(f"*/{CROSSOVER_RECORD}")):  # after the studies they read
-        if record.parent.name in gone:
-            log.info("not publishing %s: withdrawn (%s)", record.parent.name, reports_root / WITHDRAWN)
-            continue
-        publish_crossover(record.parent, reports_root, allow_dirty)
+        if not is_withdrawn(record.parent.name, reports_root):
+            publish_crossover(record.parent, reports_root, allow_dirty)
     index = reports_root / "index.html"
     with atomic_path(index) as tmp:
         tmp.write_text(site_index(published(reports_root), reports_root))
@@ -135,6 +131,14 @@ def published(reports_root: Path) -> list[dict]:
     gone = withdrawn(reports_root)
     entries = [json.loads(p.read_text()) for p in sorted(Path(reports_root).glob(f"*/{SUMMARY}"))]
     return [e for e in entries if e["experiment"] not in gone]
+
+
+def is_withdrawn(name: str, reports_root: Path) -> bool:
+    """Whether `name` (a study or a crossover) is taken off the site; logs that it is not published."""
+    if name in withdrawn(reports_root):
+        log.info("not publishing %s: withdrawn (%s)", name, reports_root / WITHDRAWN)
+        return True
+    return False
 
 
 def withdrawn(reports_root: Path) -> dict[str, str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rankone.config import CONTROL_METHODS, StudyConfig, lora_rank, method_kind, method_label
+from rankone.config import CONTROL_METHODS, StudyConfig, lora_rank, method_label
 from rankone.figures import (
     SCORE_LABELS,
     by_method,
@@ -102,11 +102,10 @@ def capacity_findings(falloff: pd.DataFrame) -> list[str]:
 def rank1_methods(table: pd.DataFrame) -> list[str]:
     """The rank-1 LoRA adapters in a crossover table: all-linear `lora-r1` first, then any with a layer
     scope (`lora-r1-o_proj`: fewer parameters, a capacity RL can reach)."""
-    rank1 = {m for m in table.method.unique() if method_kind(m) == "lora" and lora_rank(m) == 1}
-    return sorted(rank1, key=lambda m: (m != "lora-r1", m))
+    return sorted({m for m in table.method.unique() if lora_rank(m) == 1}, key=lambda m: (m != "lora-r1", m))
 
 
-def rank1_capacity(table: pd.DataFrame, regime: str, method: str = "lora-r1") -> tuple[float, float, float, int] | None:
+def rank1_capacity(table: pd.DataFrame, regime: str, method: str) -> tuple[float, float, float, int] | None:
     """A rank-1 adapter's most bits recalled at any size in `regime` (mean, interval, that size), or None."""
     r1 = table[(table.regime == regime) & (table.method == method)]
     if not len(r1):
