@@ -101,9 +101,9 @@ crossover: env
 	done
 	rankone crossover $(foreach s,$(CROSSOVER_SIZES),results/crossover-$(s)) --out $(CROSSOVER_OUT)
 
-# The crossover with rank 1 on o_proj alone (512 parameters: a capacity RL can reach) at 256 and 512 keys, its own page.
+# The crossover with rank 1 on o_proj alone (512 parameters: a capacity RL can reach) at 256, 512 and 1,024 keys, its own page.
 crossover-o_proj:
-	$(MAKE) crossover CROSSOVER_SIZES="n256-o_proj n512-o_proj" CROSSOVER_OUT=results/crossover-o_proj
+	$(MAKE) crossover CROSSOVER_SIZES="n256-o_proj n512-o_proj n1024-o_proj" CROSSOVER_OUT=results/crossover-o_proj
 
 test: env
 	pytest

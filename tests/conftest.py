@@ -42,12 +42,17 @@ RGYM = {
 }
 
 
+# The two model families: the studies run in this process take both, the Snakemake smoke study one.
+FAMILIES = ("llama-tiny", "qwen3-tiny")
+
+
 def smoke_dict(**overrides) -> dict:
     """The smoke config for studies run in this process. It runs torch's native CPU kernels (a process
     cannot switch them after its first op, and pinned to AVX2 bf16 is 9x slower), so these configs say
-    `cpu_kernels: native`: a `rankone` job the test starts on one computes the same bytes as this process."""
+    `cpu_kernels: native`: a `rankone` job the test starts on one computes the same bytes as this process.
+    Both model families (FAMILIES), where the Snakemake smoke study runs one."""
     cfg = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
-    cfg.update({"cpu_kernels": "native", **copy.deepcopy(overrides)})
+    cfg.update({"cpu_kernels": "native", "models": list(FAMILIES), **copy.deepcopy(overrides)})
     return cfg
 
 

@@ -357,7 +357,7 @@ def test_the_confirmation_study_reruns_each_chosen_lr_on_fresh_seeds_only():
 def test_confirmation_runs_spread_over_base_models_each_at_its_models_chosen_lr():
     """confirmation.base_models: 3 runs every confirmation seed on the model and on its replicas @1
     and @2, each at the lr the sweep chose on the model's own base; the sweep itself stays on it."""
-    data = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    data = smoke_dict()
     data["confirmation"] = {"seeds": {"rl": [10, 11]}, "base_models": 3}
     cfg = validate(data)
     assert cfg.replicas_of("qwen3-tiny") == ["qwen3-tiny", "qwen3-tiny@1", "qwen3-tiny@2"]
@@ -416,7 +416,7 @@ def test_pretrain_overrides_apply_per_model_and_to_its_replicas():
 
 
 def test_an_extension_round_runs_only_its_lrs_on_the_sweeps_seeds():
-    cfg = load(ROOT / "config/smoke.yaml")
+    cfg = validate(smoke_dict())
     rounds = cfg.extension_study({("rl", "qwen3-tiny", "lora-r1"): 0.0333})
     assert [r.path for r in rounds.runs()] == [f"rl/qwen3-tiny/lora-r1/lr0.0333/seed{s}" for s in cfg.seeds]
     assert rounds.select("rl/qwen3-tiny/lora-r1/lr0.0333") == rounds.runs()

@@ -172,7 +172,7 @@ def test_rankone_plan_names_the_job_that_cannot_fit(tmp_path):
         cwd=ROOT,
     )
     assert out.returncode == 1, out.stderr[-2000:]
-    assert "| train | qwen3-tiny | lora-r1 |" in out.stdout and "GPU-hours" in out.stdout
+    assert "| train | llama-tiny | lora-r1 |" in out.stdout and "GPU-hours" in out.stdout
     assert "cannot fit: train llama-tiny fullft: needs" in out.stderr
     assert "it fits no number of GPUs" in out.stderr  # and no setting would: nothing is suggested
 
@@ -184,7 +184,7 @@ def test_snakemake_refuses_a_study_whose_jobs_cannot_fit_before_running_any(tmp_
     said = out.stdout + out.stderr
     assert out.returncode != 0 and "Job stats" not in said
     assert "train llama-tiny fullft: needs" in said and "resources.train gives 1 x" in said, said[-3000:]
-    assert "train qwen3-tiny lora-r1: needs" in said and "gives 2 x" in said
+    assert "train llama-tiny lora-r1: needs" in said and "gives 2 x" in said
 
 
 def test_plan_names_the_setting_that_makes_a_job_fit_and_the_24_gb_config_fits():
