@@ -155,6 +155,17 @@ def test_check_layers_configs_as_snakemake_does():
     assert layered.returncode == 0 and "config/default.yaml + config/experiments/learning.yaml: valid" in layered.stdout
     alone = check("config/experiments/learning.yaml")
     assert alone.returncode == 2 and "--config config/default.yaml config/experiments/learning.yaml" in alone.stderr
+    # Two experiments without their base (a crossover size over the crossover): the hint names all three.
+    sizes = ("config/experiments/crossover.yaml", "config/experiments/crossover/n512-o_proj.yaml")
+    unbased = check(*sizes)
+    assert unbased.returncode == 2 and f"--config config/default.yaml {' '.join(sizes)})" in unbased.stderr
+    assert len(unbased.stderr.strip().splitlines()) == 1
+    broken = check("config/smoke.yaml", "config/experiments/crossover/n512-o_proj.yaml")  # wrong however layered
+    assert broken.returncode == 2 and "layers over a study" not in broken.stderr
+    planned = subprocess.run(
+        [sys.executable, "-m", "rankone", "plan", "--config", *sizes], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert planned.returncode == 2 and f"--config config/default.yaml {' '.join(sizes)})" in planned.stderr
 
 
 def test_evaluate_names_an_off_grid_method_and_missing_data_in_one_line(tmp_path):

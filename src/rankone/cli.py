@@ -78,6 +78,35 @@ def job_devices(args) -> int | None:
     return None
 
 
+DEFAULT_STUDY = "config/default.yaml"  # the study Snakemake layers every --configfile over
+
+
+def layered_study(names: list[str]) -> StudyConfig:
+    """The study of config files layered in order, as Snakemake layers --configfile (one file: as it
+    is); where they validate only over the default study (experiments given without their base),
+    the error says so."""
+    try:
+        return load(names[0]) if len(names) == 1 else validate(layered_files(names), "config " + " + ".join(names))
+    except ConfigError as err:
+        if over_the_default(names):
+            raise ConfigError(
+                f"{err} (an experiment layers over a study: --config {DEFAULT_STUDY} {' '.join(names)})"
+            ) from None
+        raise
+
+
+def over_the_default(names: list[str]) -> bool:
+    """Whether config files that do not validate as given do once layered over the default study,
+    as Snakemake layers them (the Snakefile's configfile comes first)."""
+    if DEFAULT_STUDY in names or not Path(DEFAULT_STUDY).is_file():
+        return False
+    try:
+        validate(layered_files([DEFAULT_STUDY, *names]))
+    except ConfigError:
+        return False
+    return True
+
+
 def train_processes(args) -> int:
     """How many processes train a run: the job's devices, else one."""
     return job_devices(args) or 1
@@ -249,7 +278,7 @@ def cmd_plan(files: list[str], scaling: bool) -> int:
     --configfile) needs; exit 1 naming the jobs that cannot fit their resources."""
     from rankone import plan
 
-    cfg = validate(layered_files(files), source="config " + " + ".join(files))
+    cfg = layered_study(files)
     if scaling:
         print(plan.scaling(cfg))
         return 0
@@ -524,18 +553,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         if isinstance(args.config, list):  # check: config files layered in order (the first alone: as it is)
-            names = args.config
-            try:
-                cfg = (
-                    load(names[0]) if len(names) == 1 else validate(layered_files(names), "config " + " + ".join(names))
-                )
-            except ConfigError as err:
-                if len(names) == 1 and "Field required" in str(err):  # an experiment, checked without its base
-                    raise ConfigError(
-                        f"{err} (an experiment layers over a study: --config config/default.yaml {names[0]})"
-                    )
-                raise
-            args.config = " + ".join(names)
+            cfg = layered_study(args.config)
+            args.config = " + ".join(args.config)
         else:
             cfg = load(args.config)
         claim_for_job()  # a GPU job on a local box: its own GPU ids, before torch starts
