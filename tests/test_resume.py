@@ -179,3 +179,49 @@ def test_a_crash_at_any_point_of_a_checkpoint_write_leaves_only_whole_checkpoint
         train(out)
         assert_same_as_reference(out, reference)
         assert not list(out.glob("checkpoint.unreadable-*")), f"crash {n}: a whole checkpoint was set aside"
+
+
+def test_a_cell_job_killed_in_its_last_seed_gives_back_the_seed_it_finished(study, tmp_path):
+    """A cell's job trains its seeds in turn, and Snakemake deletes the job's outputs before it runs it
+    again: the seed that finished before the kill comes back from `checkpoint.done/` byte for byte,
+    untrained; the killed seed resumes; nothing of checkpoint.done/ is left when the job ends."""
+    from rankone.train.folder import DONE, FINISHED, identity, restore_finished
+
+    base, at = study
+    cell = "rl/llama-tiny/fullft/lr0.001"
+    section = {"rl": {"steps": 10, "prompts_per_step": 4, "group_size": 4, "checkpoint_every": 5, "log_every": 1}}
+    config = tmp_path / "cell.yaml"
+    config.write_text(yaml.safe_dump(smoke_dict(results_dir=base.results_dir, experiment=base.experiment, **section)))
+    cfg = load(config)
+    first, last = (Layout(cfg).train(RunId.parse(f"{cell}/seed{seed}")) for seed in (0, 1))
+    for out in (first, last):
+        shutil.rmtree(out, ignore_errors=True)  # another test's runs of the same ids
+
+    cmd = [sys.executable, "-m", "rankone", "train", "--config", str(config), "--run", cell]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    freeze_when(proc, lambda: (last / "checkpoint").is_dir())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert (first / "run.json").is_file() and (first / DONE / "run.json").is_file()
+    assert not (last / "run.json").exists()
+    finished = {
+        f.relative_to(first): f.read_bytes()
+        for name in FINISHED
+        for f in [first / name, *(first / name).rglob("*")]
+        if f.is_file()
+    }
+    assert any(f.suffix == ".safetensors" for f in finished)
+
+    run = RunId.parse(f"{cell}/seed0")
+    assert not restore_finished(run, first, {**identity(cfg, run, at.model(run.model)), "code": "other"})
+    for path in (out / name for out in (first, last) for name in FINISHED):  # as Snakemake's
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)  # Job.remove_existing_output
+
+    rerun = subprocess.run(cmd, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert f"{cell}/seed0: finished by an earlier job of its cell" in rerun.stderr
+    assert f"{cell}/seed0 step" not in rerun.stderr, "the finished seed was trained again"
+    assert f"{cell}/seed1: resumed from step" in rerun.stderr
+    assert {f: (first / f).read_bytes() for f in finished} == finished
+    assert (last / "run.json").is_file()
+    assert not list(first.glob("*checkpoint*")) and not list(last.glob("*checkpoint*"))

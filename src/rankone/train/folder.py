@@ -16,6 +16,12 @@ one whose identity matches and ends with the same bytes as an uninterrupted run;
 unreadable one is reported and set aside (`checkpoint.unreadable-<n>/`). Both are
 removed when the run ends.
 
+A cell's train job trains each of its seeds in turn, and Snakemake deletes a job's outputs
+before it runs the job again. So that a job killed in its last seed does not train the seeds
+it had finished over again, a finished run's outputs are hard-linked (no bytes copied) into
+`checkpoint.done/` beside its identity until the job ends (`keep_finished`); the rerun links
+them back in place (`restore_finished`) where the identity matches.
+
 With several processes (FSDP, rankone.train.distributed) each holds a shard; the
 checkpoint and the weights are gathered unsharded, in the one-process format, and
 process 0 alone writes files.
@@ -38,7 +44,9 @@ from rankone.paths import SNAPSHOTS, snapshot
 from rankone.train.learner import Learner
 from rankone.train.tracking import Tracker
 
-CHECKPOINT, PREVIOUS = "checkpoint", "checkpoint.prev"
+CHECKPOINT, PREVIOUS, DONE = "checkpoint", "checkpoint.prev", "checkpoint.done"
+# A finished run's outputs, as the workflow's train rule names them; run.json, the completion marker, last.
+FINISHED = ("metrics.jsonl", "timings.jsonl", "weights", SNAPSHOTS, "run.json")
 
 
 @contextlib.contextmanager
@@ -332,6 +340,55 @@ def write_finished(out_dir: Path, info: dict, metrics: list[dict], timings: list
     write_jsonl(out_dir / "timings.jsonl", timings)
     (out_dir / SNAPSHOTS).mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "run.json", info)
+
+
+def keep_finished(out_dir: Path, ident: dict) -> None:
+    """Hard links to a finished run's outputs in `checkpoint.done/`, with the run's identity, written
+    atomically: what `restore_finished` gives back to a rerun of its cell's job (module docstring)."""
+    if not all((out_dir / name).exists() for name in FINISHED):
+        return
+    with atomic_path(out_dir / DONE) as tmp:
+        tmp.mkdir()
+        for name in FINISHED:
+            _link(out_dir / name, tmp / name)
+        (tmp / "identity.json").write_text(json.dumps(ident))
+
+
+def restore_finished(run: RunId, out_dir: Path, ident: dict, write: bool = True) -> bool:
+    """Whether `run` finished in an earlier job of its cell that was then interrupted (its
+    `checkpoint.done/` holds this identity: the same config, code and base model); if so, and
+    `write` (process 0 of several), its outputs are linked back in place, run.json last."""
+    done = out_dir / DONE
+    try:
+        if read_json(done / "identity.json") != ident:
+            return False
+    except (OSError, ValueError):
+        return False
+    if write:
+        for name in FINISHED:
+            target = out_dir / name
+            if target.is_dir():
+                _remove_tree(target)
+            else:
+                target.unlink(missing_ok=True)
+            _link(done / name, target)
+        log.info("%s: finished by an earlier job of its cell; its outputs taken back from %s/", run.path, DONE)
+    return True
+
+
+def drop_finished(out_dir: Path) -> None:
+    """The run's `checkpoint.done/` removed, once its cell's job has ended (module docstring)."""
+    _discard(out_dir / DONE)
+
+
+def _link(src: Path, dst: Path) -> None:
+    """`src` (file or folder) at `dst` too, as hard links: the same bytes, none copied."""
+    import shutil
+
+    if src.is_dir():
+        shutil.copytree(src, dst, copy_function=os.link)
+    else:
+        os.link(src, dst)
 
 
 def _set_aside(folder: Path) -> Path:
