@@ -116,7 +116,7 @@ def cmd_train(cfg: StudyConfig, args) -> None:
     from rankone.data import verify
     from rankone.train import TRAINERS
 
-    from rankone.train.folder import drop_finished, identity, keep_finished, restore_finished
+    from rankone.train.folder import drop_finished, keep_finished, restore_finished
 
     cfg, at = _scoped(cfg, args)
     runs = extended_runs(cfg, at, args.run)
@@ -124,12 +124,11 @@ def cmd_train(cfg: StudyConfig, args) -> None:
     main = os.environ.get("RANK", "0") == "0"  # process 0 of several (torchrun's), or the only one
     for i, run in enumerate(runs):  # one process for every seed of a cell: imports and data load once
         out, model = at.train(run), at.model(run.model)
-        ident = identity(cfg, run, model)
-        if restore_finished(run, out, ident, write=main):  # finished before this job was interrupted
+        if restore_finished(cfg, run, model, out, write=main):  # finished before this job was interrupted
             continue
         TRAINERS[run.regime](cfg, run, model, at.data(run.regime), out)
         if main and i < len(runs) - 1:  # kept until the job ends, for a rerun if it is killed first
-            keep_finished(out, ident)
+            keep_finished(cfg, run, model, out)
     if main:
         for run in runs:
             drop_finished(at.train(run))

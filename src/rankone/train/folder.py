@@ -342,7 +342,7 @@ def write_finished(out_dir: Path, info: dict, metrics: list[dict], timings: list
     write_json(out_dir / "run.json", info)
 
 
-def keep_finished(out_dir: Path, ident: dict) -> None:
+def keep_finished(cfg: StudyConfig, run: RunId, model_dir: Path, out_dir: Path) -> None:
     """Hard links to a finished run's outputs in `checkpoint.done/`, with the run's identity, written
     atomically: what `restore_finished` gives back to a rerun of its cell's job (module docstring)."""
     if not all((out_dir / name).exists() for name in FINISHED):
@@ -351,16 +351,16 @@ def keep_finished(out_dir: Path, ident: dict) -> None:
         tmp.mkdir()
         for name in FINISHED:
             _link(out_dir / name, tmp / name)
-        (tmp / "identity.json").write_text(json.dumps(ident))
+        (tmp / "identity.json").write_text(json.dumps(identity(cfg, run, model_dir)))
 
 
-def restore_finished(run: RunId, out_dir: Path, ident: dict, write: bool = True) -> bool:
+def restore_finished(cfg: StudyConfig, run: RunId, model_dir: Path, out_dir: Path, write: bool = True) -> bool:
     """Whether `run` finished in an earlier job of its cell that was then interrupted (its
-    `checkpoint.done/` holds this identity: the same config, code and base model); if so, and
+    `checkpoint.done/` holds the run's identity: the same config, code and base model); if so, and
     `write` (process 0 of several), its outputs are linked back in place, run.json last."""
     done = out_dir / DONE
     try:
-        if read_json(done / "identity.json") != ident:
+        if read_json(done / "identity.json") != identity(cfg, run, model_dir):
             return False
     except (OSError, ValueError):
         return False
