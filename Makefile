@@ -103,7 +103,7 @@ crossover: env
 
 # The crossover with rank 1 on o_proj alone (512 parameters: a capacity RL can reach) at 256, 512 and 1,024 keys, its own page.
 crossover-o_proj:
-	$(MAKE) crossover CROSSOVER_SIZES="n64-o_proj n128-o_proj n256-o_proj n512-o_proj n1024-o_proj" CROSSOVER_OUT=results/crossover-o_proj
+	$(MAKE) crossover CROSSOVER_SIZES="n32-o_proj n64-o_proj n128-o_proj n256-o_proj n512-o_proj n1024-o_proj" CROSSOVER_OUT=results/crossover-o_proj
 
 test: env
 	pytest

@@ -77,3 +77,19 @@ def test_divergence_is_a_result(study, tmp_path):
     info = train_once(study, RunId.parse("sft/qwen3-tiny/fullft/lr1e+30/seed0"), tmp_path / "a")
     assert info["status"] == "diverged"
     assert (tmp_path / "a/metrics.jsonl").read_text().strip()
+
+
+@pytest.mark.parametrize("n_rows, batch_size", [(10, 4), (3, 8)])
+def test_sft_batches_are_whole_epochs_in_order_and_always_full(n_rows, batch_size):
+    """Every batch has batch_size rows, a table smaller than a batch included (the 32-key crossover
+    at 64 a batch), and each epoch shows every row once: a pass count is steps x batch / rows."""
+    from itertools import chain, islice
+
+    from rankone.train.sft import batches
+
+    rows = [{"i": i} for i in range(n_rows)]
+    drawn = list(islice(batches(rows, batch_size, seed=0), 3 * n_rows))
+    assert all(len(b) == batch_size for b in drawn)
+    stream = [r["i"] for r in chain.from_iterable(drawn)]
+    for epoch in range(len(stream) // n_rows):
+        assert sorted(stream[epoch * n_rows : (epoch + 1) * n_rows]) == list(range(n_rows))

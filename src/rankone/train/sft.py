@@ -23,11 +23,12 @@ from rankone.train.learner import Learner, diverged
 
 
 def batches(rows: list[dict], batch_size: int, seed: int):
-    """Endless epochs of `rows` in a seeded shuffle, `batch_size` at a time."""
+    """Endless epochs of `rows` in a seeded shuffle, `batch_size` at a time (a table smaller than a
+    batch fills it from as many epochs as it takes)."""
     rng = random.Random(f"sft:{seed}")
     order: list[dict] = []
     while True:
-        if len(order) < batch_size:
+        while len(order) < batch_size:
             epoch = rows[:]
             rng.shuffle(epoch)
             order += epoch
