@@ -439,3 +439,31 @@ def test_a_scoped_rank_1_gets_its_own_crossover_and_rl_that_reached_its_capacity
     assert "RL carried enough for rank 1 o_proj-only to reach its SFT capacity" in sentence
     both = crossover_sentence(pd.DataFrame(narrow + full + wide))
     assert both.index("Rank 1 recalls at most 220") < both.index("Rank 1 o_proj-only recalls at most 55")
+
+
+def test_an_adapter_that_never_held_a_whole_table_gets_no_capacity():
+    """Where rank 1 recalled under 90% of every table, the smallest included, its most bits are not a
+    capacity it filled, and the crossover sentence says so; one that held the smallest table whole
+    gets no such caveat."""
+
+    def cells(recalls):
+        return pd.DataFrame(
+            [
+                {"regime": g, "method": m, "n_facts": n, "table_recall": r, "bits_recalled": b}
+                | {
+                    "bits_recalled_low": b - 5,
+                    "bits_recalled_high": b + 5,
+                    "verdict": None if m == "fullft" else "worse",
+                }
+                for g in ("rl", "sft")
+                for m, rows in recalls.items()
+                for n, r, b in rows
+            ]
+        )
+
+    share = cells({"lora-r1-o_proj": [(64, 0.61, 2), (512, 0.68, 50)], "fullft": [(64, 0.96, 50), (512, 0.9, 274)]})
+    said = crossover_sentence(share)
+    assert "At no size, 64 keys the smallest, did rank 1 o_proj-only recall 90% of a table under RL or SFT" in said
+    assert "0.68 of 512 keys under RL, 0.68 of 512 keys under SFT" in said and "no capacity it filled" in said
+    whole = cells({"lora-r1-o_proj": [(64, 0.97, 50), (512, 0.68, 50)], "fullft": [(64, 0.96, 50), (512, 0.9, 274)]})
+    assert "At no size" not in crossover_sentence(whole)

@@ -125,6 +125,23 @@ def has_crossover(table: pd.DataFrame) -> bool:
     return bool(crossed(table))
 
 
+def never_filled(table: pd.DataFrame, method: str) -> dict[str, tuple[float, int]]:
+    """Per regime, where a rank-1 adapter recalled under LEARNED_RECALL of every table, the smallest
+    included: its best recall and that table's keys. Such an adapter never held a whole table, so
+    the most bits it recalled mark no capacity it filled (a share of the keys limits it, not bits)."""
+    from rankone.capacity import LEARNED_RECALL
+
+    if "table_recall" not in table:
+        return {}
+    out = {}
+    for g in ("rl", "sft"):
+        r1 = table[(table.regime == g) & (table.method == method) & table.table_recall.notna()]
+        if len(r1) and r1.table_recall.max() < LEARNED_RECALL:
+            top = r1.loc[r1.table_recall.idxmax()]
+            out[g] = (float(top.table_recall), int(top.n_facts))
+    return out
+
+
 def _bits_ci(low: float, high: float) -> str:
     """An interval of bits, or what stands for one where a single seed gives none (never "nan")."""
     return f"[{low:,.0f}, {high:,.0f}]" if math.isfinite(low) and math.isfinite(high) else "(one seed, no interval)"
@@ -172,6 +189,16 @@ def _crossover_of(table: pd.DataFrame, method: str) -> str:
         f"({rl_n:,}-key table) and {sft:,.0f} {_bits_ci(sft_lo, sft_hi)} under SFT ({sft_n:,} keys); {same}. "
         f"{where[0].upper()}{where[1:]}."
     )
+    if short := never_filled(table, method):  # no table held whole: "at most N bits" is no capacity
+        smallest = int(table[table.method == method].n_facts.min())
+        out += (
+            f" At no size, {smallest:,} keys the smallest, did {name} recall 90% of a table under "
+            + " or ".join(NAMES[g] for g in short)
+            + " (at best "
+            + ", ".join(f"{recall:.2f} of {n:,} keys under {NAMES[g]}" for g, (recall, n) in short.items())
+            + "): it holds a share of the keys at every size, not a whole table up to some number of bits, "
+            "so its most bits there are no capacity it filled."
+        )
     full = table[(table.regime == "rl") & (table.method == "fullft")]
     if "fullft_learned" in table:  # the precondition (rankone.capacity.rl_precondition), per RL size
         passed = sorted(int(n) for n in full[full.fullft_learned.eq(True)].n_facts)
