@@ -465,5 +465,6 @@ def test_an_adapter_that_never_held_a_whole_table_gets_no_capacity():
     said = crossover_sentence(share)
     assert "At no size, 64 keys the smallest, did rank 1 o_proj-only recall 90% of a table under RL or SFT" in said
     assert "0.68 of 512 keys under RL, 0.68 of 512 keys under SFT" in said and "no capacity it filled" in said
+    assert "RL's own limit does not explain" in said and "reach its SFT capacity" not in said
     whole = cells({"lora-r1-o_proj": [(64, 0.97, 50), (512, 0.68, 50)], "fullft": [(64, 0.96, 50), (512, 0.9, 274)]})
     assert "At no size" not in crossover_sentence(whole)

@@ -226,7 +226,12 @@ def _crossover_of(table: pd.DataFrame, method: str) -> str:
             out += (
                 f" Under RL FullFT recalls up to {top.bits_recalled:,.0f} bits "
                 f"{_bits_ci(top.bits_recalled_low, top.bits_recalled_high)} ({int(top.n_facts):,} keys), "
-                f"more than {name} holds by SFT: RL carried enough for {name} to reach its SFT capacity."
+                + (
+                    f"more than {name} holds by SFT at any size: RL's own limit does not explain what {name} "
+                    "holds by RL."
+                    if short
+                    else f"more than {name} holds by SFT: RL carried enough for {name} to reach its SFT capacity."
+                )
             )
     return out
 
