@@ -308,8 +308,9 @@ def plot_capacity_falloff(table: pd.DataFrame, path: Path) -> None:
 
 def plot_crossover(cross: pd.DataFrame, path: Path) -> None:
     """Bits recalled against table bits per method, RL beside SFT (one row per model; a table of several
-    bits a key, `bits_a_key`, in a panel of its own), rank 1's SFT capacity (its most bits recalled at
-    any size) marked in every panel."""
+    bits a key, `bits_a_key`, in a panel of its own), each rank-1 adapter's most bits recalled by SFT at
+    any size marked in every panel (its SFT capacity where it held the smaller tables whole: the crossover
+    sentence says which, rankone.report.never_filled)."""
     import matplotlib.pyplot as plt
 
     per_key = cross.bits_a_key if "bits_a_key" in cross else pd.Series(1.0, index=cross.index)
@@ -325,7 +326,7 @@ def plot_crossover(cross: pd.DataFrame, path: Path) -> None:
     for row, model in zip(axes, models):
         d = cross[cross.model == model]
         sft_rank1 = d[(d.panel == "SFT") & (d.method.map(lora_rank) == 1)]
-        capacities = sft_rank1.groupby("method").bits_recalled.max()  # each rank-1 adapter's SFT capacity
+        capacities = sft_rank1.groupby("method").bits_recalled.max()  # each rank-1 adapter's most bits by SFT
         top = (
             max(d.table_bits.max(), d.bits_recalled_high.max(skipna=True) if d.bits_recalled_high.notna().any() else 1)
             * 1.5
@@ -335,7 +336,11 @@ def plot_crossover(cross: pd.DataFrame, path: Path) -> None:
             ax.plot([low, top], [low, top], "k:", lw=1, label="the whole table")
             for method, capacity in capacities.items():
                 ax.axhline(
-                    max(capacity, 1), color=colors[method], ls="--", lw=1, label=f"{method_label(method)}: SFT capacity"
+                    max(capacity, 1),
+                    color=colors[method],
+                    ls="--",
+                    lw=1,
+                    label=f"{method_label(method)}: most bits by SFT",
                 )
             for method in method_order(d.method):
                 m = d[(d.panel == panel) & (d.method == method)].sort_values("table_bits")

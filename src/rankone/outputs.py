@@ -132,7 +132,8 @@ FIGURES = {
     "crossover.png": Figure(
         "Bits recalled (greedy recall of every key of the table, Fano) against the table's bits, per method at "
         "its lr, RL beside SFT on the same tables (mean over seeds, bars = t interval; dotted: the whole table; "
-        "dashed: rank 1's SFT capacity; open: FullFT had not reached its plateau, not judged).",
+        "dashed: the most bits each rank-1 adapter recalled by SFT at any size, its SFT capacity where it held the "
+        "smaller tables whole; open: FullFT had not reached its plateau, not judged).",
         "capacity",
         "capacity",
     ),
