@@ -115,7 +115,6 @@ def train_processes(args) -> int:
 def cmd_train(cfg: StudyConfig, args) -> None:
     from rankone.data import verify
     from rankone.train import TRAINERS
-
     from rankone.train.folder import drop_finished, keep_finished, restore_finished
 
     cfg, at = _scoped(cfg, args)
