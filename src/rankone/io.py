@@ -52,16 +52,17 @@ def atomic_path(path: str | Path):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    _remove(tmp)
+    remove(tmp)
     try:
         yield tmp
-        _remove(path)
+        remove(path)
         os.replace(tmp, path)
     finally:
-        _remove(tmp)
+        remove(tmp)
 
 
-def _remove(path: Path) -> None:
+def remove(path: Path) -> None:
+    """`path` gone, whether a folder, a file or a link (a link is removed, never followed); absent is fine."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():

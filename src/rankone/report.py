@@ -38,6 +38,7 @@ from rankone.figures import (
 )
 from rankone import render
 from rankone.analysis import BOOTSTRAP
+from rankone.capacity import LEARNED_RECALL
 from rankone.io import atomic_path, git_state, package_versions, read_json, read_jsonl, read_table
 from rankone.outputs import FIGURES, SECTIONS
 from rankone.paths import Layout
@@ -129,8 +130,6 @@ def never_filled(table: pd.DataFrame, method: str) -> dict[str, tuple[float, int
     """Per regime, where a rank-1 adapter recalled under LEARNED_RECALL of every table, the smallest
     included: its best recall and that table's keys. Such an adapter never held a whole table, so
     the most bits it recalled mark no capacity it filled (a share of the keys limits it, not bits)."""
-    from rankone.capacity import LEARNED_RECALL
-
     if "table_recall" not in table:
         return {}
     out = {}
@@ -192,7 +191,7 @@ def _crossover_of(table: pd.DataFrame, method: str) -> str:
     if short := never_filled(table, method):  # no table held whole: "at most N bits" is no capacity
         smallest = int(table[table.method == method].n_facts.min())
         out += (
-            f" At no size, {smallest:,} keys the smallest, did {name} recall 90% of a table under "
+            f" At no size, {smallest:,} keys the smallest, did {name} recall {LEARNED_RECALL:.0%} of a table under "
             + " or ".join(NAMES[g] for g in short)
             + " (at best "
             + ", ".join(f"{recall:.2f} of {n:,} keys under {NAMES[g]}" for g, (recall, n) in short.items())

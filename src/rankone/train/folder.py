@@ -38,7 +38,17 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from rankone.config import RunId, StudyConfig, method_kind, tail_steps
-from rankone.io import InputError, atomic_path, log, provenance, read_json, sha256_file, write_json, write_jsonl
+from rankone.io import (
+    InputError,
+    atomic_path,
+    log,
+    provenance,
+    read_json,
+    remove,
+    sha256_file,
+    write_json,
+    write_jsonl,
+)
 from rankone.models.load import trainable_parameters
 from rankone.paths import SNAPSHOTS, snapshot
 from rankone.train.learner import Learner
@@ -366,12 +376,8 @@ def restore_finished(cfg: StudyConfig, run: RunId, model_dir: Path, out_dir: Pat
         return False
     if write:
         for name in FINISHED:
-            target = out_dir / name
-            if target.is_dir():
-                _remove_tree(target)
-            else:
-                target.unlink(missing_ok=True)
-            _link(done / name, target)
+            remove(out_dir / name)
+            _link(done / name, out_dir / name)
         log.info("%s: finished by an earlier job of its cell; its outputs taken back from %s/", run.path, DONE)
     return True
 
