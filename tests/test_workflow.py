@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -471,3 +476,33 @@ def test_vllm_smoke_study_matches_the_hf_engine(smoke, smoke_vllm):
     assert stats.mannwhitneyu(hf.value, vllm.value).pvalue > 0.01 or hf.value.equals(vllm.value)
     gaps = pd.read_csv(smoke_vllm / "results/smoke-vllm/analysis/runs.csv")
     assert (gaps.status == "completed").all()
+
+
+def test_an_interrupted_study_resumes_under_the_default_profile(tmp_path):
+    """Ctrl-C in the middle of a job leaves its outputs marked incomplete, and a plain `snakemake`
+    then refuses to start; the default profile's rerun-incomplete makes `make study` again resume
+    (each train job from its own checkpoints, tests/test_resume.py)."""
+    shutil.copytree(ROOT / "workflow/profiles/default", tmp_path / "workflow/profiles/default")
+    (tmp_path / "workflow/Snakefile").write_text(
+        'rule slow:\n    output: "out.txt"\n    shell: "echo partial > {output}; touch started; sleep 120"\n'
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--cores", "1"],
+        cwd=tmp_path,
+        env=venv_env(),
+        start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches it
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(600):
+        if (tmp_path / "started").exists():
+            break
+        time.sleep(0.1)
+    os.killpg(run.pid, signal.SIGINT)
+    run.wait(timeout=60)
+    refused = snakemake(tmp_path, "-n", "--workflow-profile", "none", configs=())
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "IncompleteFilesException" in said, said[-2000:]
+    resumed = snakemake(tmp_path, "-n", configs=(), cores=False)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert job_counts(resumed.stdout + resumed.stderr) == {"slow": 1}
