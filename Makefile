@@ -16,7 +16,7 @@ INSTALLER ?= pip
 UV := build/uv/bin/uv
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: image image-check study-in-image gpu-vendor gpu-rehearsal slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover crossover-o_proj trl two-by-two learning-pilot learning real test benchmark lint env
+.PHONY: image image-check study-in-image gpu-vendor gpu-rehearsal slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover crossover-o_proj crossover-mlp share-mlp trl two-by-two learning-pilot learning real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -104,6 +104,19 @@ crossover: env
 # The crossover with rank 1 on o_proj alone (512 parameters: a capacity RL can reach) at 256, 512 and 1,024 keys, its own page.
 crossover-o_proj:
 	$(MAKE) crossover CROSSOVER_SIZES="n32-o_proj n64-o_proj n128-o_proj n256-o_proj n512-o_proj n1024-o_proj" CROSSOVER_OUT=results/crossover-o_proj
+
+# The crossover with rank 1 on the MLP of every block (2,304 parameters: the one partial scope that holds a whole
+# table by SFT, config/pilots/x-mid.yaml), 64 to 1,024 keys, its own page. FullFT's runs are the o_proj
+# crossover's (the same config): after `make crossover-o_proj`, `make share-mlp` copies them instead of training them again.
+MLP_SIZES := n64 n128 n256 n512 n1024
+crossover-mlp:
+	$(MAKE) crossover CROSSOVER_SIZES="$(MLP_SIZES:%=%-mlp)" CROSSOVER_OUT=results/crossover-mlp
+
+share-mlp: env
+	for size in $(MLP_SIZES); do \
+		scripts/share-runs results/crossover-$$size-o_proj results/crossover-$$size-mlp \
+			--config config/default.yaml config/experiments/crossover.yaml config/experiments/crossover/$$size-mlp.yaml || exit 1; \
+	done
 
 test: env
 	pytest
