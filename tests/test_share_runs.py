@@ -8,6 +8,8 @@ import sys
 
 from rankone.cli import write_resolved
 from rankone.config import layered_files, validate
+from rankone.io import recorded_provenance, shared_record
+from rankone.outputs import SHARED_RECORD
 from tests.conftest import ROOT, venv_env
 
 CROSSOVER = ["config/default.yaml", "config/experiments/crossover.yaml"]
@@ -40,14 +42,17 @@ def test_fullft_runs_are_copied_with_their_times_and_nothing_else(tmp_path):
     ]
     for name in made:
         (source / name).parent.mkdir(parents=True, exist_ok=True)
-        (source / name).write_text(name)
+        (source / name).write_text('{"provenance": {"started": "2026-12-06T00:00:00"}}' if "run.json" in name else name)
         os.utime(source / name, (1_000_000, 1_000_000))
     dest = tmp_path / "results/crossover-n64-mlp"
 
     out = share(source, dest, "n64-mlp")
     assert out.returncode == 0, out.stderr
-    copied = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    copied = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file() and p.name != SHARED_RECORD)
     assert copied == sorted(made[:5])  # neither o_proj's runs nor the analysis
+    record = shared_record(dest)
+    assert record["source"] == "crossover-n64-o_proj" and record["methods"] == ["fullft"]
+    assert recorded_provenance(dest, own=True) == [] and len(recorded_provenance(dest)) == 1  # the run's
     assert all((dest / name).stat().st_mtime == 1_000_000 for name in copied)  # Snakemake sees them done
 
     again = share(source, dest, "n64-mlp")

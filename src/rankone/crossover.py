@@ -71,8 +71,8 @@ def size_rows(results: str | Path) -> list[dict]:
 
 def time_span(results: str | Path) -> float | None:
     """Seconds from a study's first job to its last, from the provenance every stage records (data
-    manifests, base models, runs); None when none is recorded."""
-    return span_seconds(recorded_provenance(results))
+    manifests, base models, runs; not those of runs it shares with another study); None when none is recorded."""
+    return span_seconds(recorded_provenance(results, own=True))
 
 
 def crossover_table(studies: list[str | Path]) -> pd.DataFrame:

@@ -34,7 +34,7 @@ import pandas as pd
 from rankone import render, report, status
 from rankone.config import StudyConfig, load, lora_scope, method_label
 from rankone.outputs import CROSSOVER_RECORD, FIGURES, TABLES
-from rankone.io import InputError, atomic_path, log, read_table, recorded_provenance, span_seconds
+from rankone.io import InputError, atomic_path, log, read_table, recorded_provenance, shared_record, span_seconds
 from rankone.paths import Layout
 
 ZIP = "snakemake-report.zip"
@@ -348,7 +348,7 @@ def provenance(at: Layout) -> dict:
     dirty = sum(1 for r in records if not from_commit(r, twins))
     cpus = sorted({(r.get("cpu") or {}).get("model") or "unknown" for r in records if "cpu" in r})
     packages = next((r["packages"] for r in records if r.get("packages")), {})
-    span = span_seconds(records)
+    span = span_seconds(recorded_provenance(at.root, own=True))  # this study's own jobs, not runs it shares
     return {
         "commit": ", ".join(c[:12] for c in commits) or "unknown",
         "dirty_outputs": dirty,
@@ -358,6 +358,7 @@ def provenance(at: Layout) -> dict:
         "span_seconds": span,
         "environment": hashlib.sha256(json.dumps(packages, sort_keys=True).encode()).hexdigest()[:16],
         "lock": hashlib.sha256(LOCK.read_bytes()).hexdigest()[:16] if LOCK.is_file() else "no lock file here",
+        "shared": {k: v for k, v in shared_record(at.root).items() if k in ("source", "methods")},
     }
 
 
@@ -472,6 +473,13 @@ def experiment_page(
             f'<p class="note">{entry["dirty_outputs"]} outputs of this study were built from uncommitted changes '
             f"on top of commit {html.escape(entry['commit'])}: no commit reproduces them, and a rerun may give "
             "other numbers.</p>"
+        )
+    if shared := entry.get("shared"):
+        body.append(
+            f'<p class="note">The runs of {html.escape(", ".join(shared["methods"]))} are '
+            f"{html.escape(shared['source'])}'s, copied by <code>scripts/share-runs</code>, which checks that every "
+            "config section they read is the same here; they keep their own provenance, and this study's time from "
+            "first job to last counts only its own jobs.</p>"
         )
     incomplete = [s for s in grid if s.state != "completed"]
     sections = []
