@@ -468,3 +468,27 @@ def test_an_adapter_that_never_held_a_whole_table_gets_no_capacity():
     assert "RL's own limit does not explain" in said and "reach its SFT capacity" not in said
     whole = cells({"lora-r1-o_proj": [(64, 0.97, 50), (512, 0.68, 50)], "fullft": [(64, 0.96, 50), (512, 0.9, 274)]})
     assert "At no size" not in crossover_sentence(whole)
+
+
+def test_an_adapter_whole_by_sft_and_never_by_rl_falls_short_and_its_sft_capacity_is_a_lower_bound():
+    """Rank 1 that holds every table whole by SFT (never falling off) and none by RL: its fewer bits
+    under RL are a shortfall, not a saturation, and its SFT bits only bound its SFT capacity below."""
+    cells = [
+        {"regime": g, "method": m, "n_facts": n, "table_recall": r, "bits_recalled": b}
+        | {"bits_recalled_low": b - 5, "bits_recalled_high": b + 5, "verdict": v}
+        for g, m, n, r, b, v in [
+            ("rl", "lora-r1-mlp", 64, 0.74, 12, "inconclusive"),
+            ("rl", "lora-r1-mlp", 256, 0.85, 100, "worse"),
+            ("sft", "lora-r1-mlp", 64, 0.98, 60, "parity"),
+            ("sft", "lora-r1-mlp", 256, 0.98, 223, "parity"),
+            ("rl", "fullft", 64, 0.96, 50, None),
+            ("rl", "fullft", 256, 0.91, 145, None),
+        ]
+    ]
+    said = crossover_sentence(pd.DataFrame(cells))
+    assert "stores fewer bits under RL than under SFT" in said and "saturates at fewer" not in said
+    assert "never recalled 90% of a table (at best 0.85 of 256 keys)" in said
+    assert "under SFT it held tables whole up to 256 keys (0.98)" in said and "At no size" not in said
+    assert "its SFT capacity is at least 223 bits, not yet measured" in said
+    fell = pd.DataFrame(cells).assign(verdict=lambda t: t.verdict.where(t.n_facts < 256, "worse"))
+    assert "at least 223 bits" not in crossover_sentence(fell)  # fallen off at 256 keys: no lower bound

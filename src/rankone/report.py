@@ -141,6 +141,18 @@ def never_filled(table: pd.DataFrame, method: str) -> dict[str, tuple[float, int
     return out
 
 
+def held_whole(table: pd.DataFrame, regime: str, method: str) -> tuple[int, float] | None:
+    """The largest table a rank-1 adapter recalled at least LEARNED_RECALL of in `regime` (keys,
+    recall), or None where it held none whole."""
+    if "table_recall" not in table:
+        return None
+    r1 = table[(table.regime == regime) & (table.method == method) & (table.table_recall >= LEARNED_RECALL)]
+    if not len(r1):
+        return None
+    top = r1.loc[r1.n_facts.idxmax()]
+    return int(top.n_facts), float(top.table_recall)
+
+
 def _bits_ci(low: float, high: float) -> str:
     """An interval of bits, or what stands for one where a single seed gives none (never "nan")."""
     return f"[{low:,.0f}, {high:,.0f}]" if math.isfinite(low) and math.isfinite(high) else "(one seed, no interval)"
@@ -169,6 +181,9 @@ def _crossover_of(table: pd.DataFrame, method: str) -> str:
         else f"under {NAMES[g]} it is not shown worse than FullFT at any judged size"
         for g in falls
     )
+    short = never_filled(table, method)  # regimes where it held no table whole: bits there are no capacity
+    whole = {g: held_whole(table, g, method) for g in ("rl", "sft")}
+    saturates = "stores" if ("rl" if rl < sft else "sft") in short else "saturates at"
     intervals = all(math.isfinite(x) for x in (rl_lo, rl_hi, sft_lo, sft_hi))
     overlap = intervals and rl_lo <= sft_hi and sft_lo <= rl_hi
     fewer = "fewer" if rl < sft else "more"
@@ -177,7 +192,7 @@ def _crossover_of(table: pd.DataFrame, method: str) -> str:
     elif overlap:
         same = "the intervals overlap, so these runs cannot tell its RL and SFT capacities apart"
     elif falls["rl"] if rl < sft else falls["sft"]:  # the regime where it holds fewer bits is where it fell off
-        same = f"the intervals do not overlap: {name} saturates at {fewer} bits under RL than under SFT"
+        same = f"the intervals do not overlap: {name} {saturates} {fewer} bits under RL than under SFT"
     else:  # fewer bits, but not fewer than FullFT in that regime: the regime's limit, not rank 1's
         same = (
             f"the intervals do not overlap, but {name} recalls {fewer} bits under RL without falling off FullFT "
@@ -188,7 +203,17 @@ def _crossover_of(table: pd.DataFrame, method: str) -> str:
         f"({rl_n:,}-key table) and {sft:,.0f} {_bits_ci(sft_lo, sft_hi)} under SFT ({sft_n:,} keys); {same}. "
         f"{where[0].upper()}{where[1:]}."
     )
-    if short := never_filled(table, method):  # no table held whole: "at most N bits" is no capacity
+    if len(short) == 1 and whole[other := "sft" if "rl" in short else "rl"]:  # whole in one regime only
+        g = next(iter(short))
+        recall, n = short[g]
+        held_n, held_recall = whole[other]
+        out += (
+            f" Under {NAMES[g]} it never recalled {LEARNED_RECALL:.0%} of a table (at best {recall:.2f} of {n:,} "
+            f"keys), though under {NAMES[other]} it held tables whole up to {held_n:,} keys ({held_recall:.2f}): "
+            f"it falls short under {NAMES[g]} from the smallest table on, so its most bits there are a "
+            "shortfall at every size, not a capacity it filled."
+        )
+    elif short:  # no table held whole: "at most N bits" is no capacity
         smallest = int(table[table.method == method].n_facts.min())
         out += (
             f" At no size, {smallest:,} keys the smallest, did {name} recall {LEARNED_RECALL:.0%} of a table under "
@@ -197,6 +222,12 @@ def _crossover_of(table: pd.DataFrame, method: str) -> str:
             + ", ".join(f"{recall:.2f} of {n:,} keys under {NAMES[g]}" for g, (recall, n) in short.items())
             + "): it holds a share of the keys at every size, not a whole table up to some number of bits, "
             "so its most bits there are no capacity it filled."
+        )
+    largest = int(table[(table.regime == "sft") & (table.method == method)].n_facts.max())
+    if not falls["sft"] and sft_n == largest:  # still rising at the largest table: a lower bound
+        out += (
+            f" Under SFT it has not fallen off FullFT at the largest table ({largest:,} keys), where it recalls most: "
+            f"its SFT capacity is at least {sft:,.0f} bits, not yet measured."
         )
     full = table[(table.regime == "rl") & (table.method == "fullft")]
     if "fullft_learned" in table:  # the precondition (rankone.capacity.rl_precondition), per RL size
@@ -214,8 +245,8 @@ def _crossover_of(table: pd.DataFrame, method: str) -> str:
                 f" Under RL FullFT itself recalls at most {top.bits_recalled:,.0f} bits "
                 f"{_bits_ci(top.bits_recalled_low, top.bits_recalled_high)} ({int(top.n_facts):,} keys), "
                 + (
-                    f"below {name}'s SFT capacity, and {name} still falls off it there: under RL {name} saturates "
-                    "before it holds what it holds by SFT."
+                    f"below {name}'s SFT capacity, and {name} still falls off it there: under RL {name} "
+                    f"{'falls short' if 'rl' in short else 'saturates'} before it holds what it holds by SFT."
                     if falls["rl"]
                     else f"below {name}'s SFT capacity: these RL runs never carried as many bits as {name} stores "
                     f"by SFT, so they cannot show where {name} saturates under RL."
