@@ -297,3 +297,35 @@ def test_a_rewritten_report_does_not_make_the_code_dirty(tmp_path):
     assert git_state(tmp_path)["dirty"] is False
     (tmp_path / "train.py").write_text("x = 2\n")
     assert git_state(tmp_path) | {"commit": None} == {"commit": None, "dirty": True, "changed": ["train.py"]}
+
+
+def test_a_study_of_two_commits_is_rerun_from_the_newer_and_names_the_study_it_shares_runs_with(
+    fresh_study, monkeypatch
+):
+    """A study resumed or seeded across commits lists both; its page reruns it from the commit of
+    the output finished last (not the first in the list), and runs copied from another study
+    (scripts/share-runs' record) are named on the page (left out of its time: tests/test_share_runs.py)."""
+    from rankone.outputs import SHARED_RECORD
+
+    where, cfg = fresh_study
+    monkeypatch.chdir(where)
+    at = Layout(cfg)
+    old, new = cfg.runs()[0], cfg.runs()[1]
+    for run, commit, started, finished in [
+        (old, "aaaa" * 10, "2026-12-01T00:00:00+00:00", "2026-12-01T05:00:00+00:00"),  # copied: hours of it
+        (new, "ffff" * 10, "2099-12-06T10:00:00+00:00", "2099-12-06T10:30:00+00:00"),  # after the fixture's
+    ]:
+        at.train(run).mkdir(parents=True)
+        provenance = {"git": {"commit": commit, "dirty": False}, "started": started, "finished": finished}
+        (at.train(run) / "run.json").write_text(json.dumps({"status": "completed", "provenance": provenance}))
+    shared = {
+        "source": "an-earlier-study",
+        "methods": [old.method],
+        "folders": [str(at.train(old).relative_to(at.root))],
+    }
+    (at.root / SHARED_RECORD).write_text(json.dumps(shared))
+
+    publish(where / "results", snakemake_report=False, allow_dirty=True)  # the fixture's tree may be dirty
+    page = (at.report / "index.html").read_text()
+    assert "git checkout ffffffffffff" in page and "aaaaaaaaaaaa, " in page
+    assert f"The runs of {old.method} are an-earlier-study's" in page

@@ -233,8 +233,9 @@ def crossover_page(entry: dict, table: pd.DataFrame, studies: list[dict], spans:
     )
     shown = [c for c in report.CROSSOVER_SHOWN if c in table]
     names = " ".join(e["experiment"].removeprefix("crossover-") for e in studies)  # config/experiments/crossover/<name>
+    newest = max(studies, key=lambda e: e.get("last_finished", ""))  # its commit reruns them all
     command = (
-        f"git checkout {entry['commit'].split(',')[0]}\n"
+        f"git checkout {newest.get('checkout') or newest['commit'].split(',')[0]}\n"
         f"for size in {names}; do snakemake --cores all --configfile config/experiments/crossover.yaml "
         "config/experiments/crossover/$size.yaml; done\n"
         f"rankone crossover {' '.join('results/' + e['experiment'] for e in studies)} "
@@ -349,8 +350,13 @@ def provenance(at: Layout) -> dict:
     cpus = sorted({(r.get("cpu") or {}).get("model") or "unknown" for r in records if "cpu" in r})
     packages = next((r["packages"] for r in records if r.get("packages")), {})
     span = span_seconds(recorded_provenance(at.root, own=True))  # this study's own jobs, not runs it shares
+    last = max((r for r in records if r.get("finished") and r.get("git")), key=lambda r: r["finished"], default={})
     return {
         "commit": ", ".join(c[:12] for c in commits) or "unknown",
+        # The commit to check out to rerun it: that of the output finished last (a study resumed or
+        # seeded across commits lists several above, in no order of time).
+        "checkout": ((last.get("git") or {}).get("commit") or "unknown")[:12],
+        "last_finished": last.get("finished", ""),
         "dirty_outputs": dirty,
         "cpus": ", ".join(cpus) or "unknown",
         "date": max(finished)[:10] if finished else "",
@@ -545,7 +551,7 @@ def experiment_page(
         )
     )
     command = (
-        f"git checkout {entry['commit'].split(',')[0]}\n"
+        f"git checkout {entry.get('checkout') or entry['commit'].split(',')[0]}\n"
         f"snakemake --cores all --configfile reports/{cfg.experiment}/config.yaml\n"
         "make publish"
     )
