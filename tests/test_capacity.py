@@ -490,5 +490,7 @@ def test_an_adapter_whole_by_sft_and_never_by_rl_falls_short_and_its_sft_capacit
     assert "never recalled 90% of a table (at best 0.85 of 256 keys)" in said
     assert "under SFT it held tables whole up to 256 keys (0.98)" in said and "At no size" not in said
     assert "its SFT capacity is at least 223 bits, not yet measured" in said
+    even = pd.DataFrame(cells).assign(verdict=lambda t: t.verdict.replace("worse", "inconclusive"))
+    assert "At no size, 64 keys the smallest" in crossover_sentence(even)  # not behind FullFT: RL's own limit
     fell = pd.DataFrame(cells).assign(verdict=lambda t: t.verdict.where(t.n_facts < 256, "worse"))
     assert "at least 223 bits" not in crossover_sentence(fell)  # fallen off at 256 keys: no lower bound
