@@ -305,7 +305,7 @@ def test_a_study_of_two_commits_is_rerun_from_the_newer_and_names_the_study_it_s
     """A study resumed or seeded across commits lists both; its page reruns it from the commit of
     the output finished last (not the first in the list), and runs copied from another study
     (scripts/share-runs' record) are named on the page (left out of its time: tests/test_share_runs.py)."""
-    from rankone.outputs import SHARED_RECORD
+    from rankone.status import SHARED_RECORD
 
     where, cfg = fresh_study
     monkeypatch.chdir(where)

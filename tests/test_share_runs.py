@@ -8,8 +8,8 @@ import sys
 
 from rankone.cli import write_resolved
 from rankone.config import layered_files, validate
-from rankone.io import recorded_provenance, shared_record
-from rankone.outputs import SHARED_RECORD
+from rankone.io import recorded_provenance
+from rankone.status import SHARED_RECORD, own_provenance, shared_record
 from tests.conftest import ROOT, venv_env
 
 CROSSOVER = ["config/default.yaml", "config/experiments/crossover.yaml"]
@@ -52,7 +52,7 @@ def test_fullft_runs_are_copied_with_their_times_and_nothing_else(tmp_path):
     assert copied == sorted(made[:5])  # neither o_proj's runs nor the analysis
     record = shared_record(dest)
     assert record["source"] == "crossover-n64-o_proj" and record["methods"] == ["fullft"]
-    assert recorded_provenance(dest, own=True) == [] and len(recorded_provenance(dest)) == 1  # the run's
+    assert own_provenance(dest) == [] and len(recorded_provenance(dest)) == 1  # the run's
     assert all((dest / name).stat().st_mtime == 1_000_000 for name in copied)  # Snakemake sees them done
 
     again = share(source, dest, "n64-mlp")

@@ -27,10 +27,11 @@ import pandas as pd
 from rankone.analysis import NOT_MEASURED, IncompleteRunError, about, judging, read_best, sweep, with_replicas
 from rankone.capacity import crossover_rows, rl_precondition
 from rankone.config import load
-from rankone.io import InputError, atomic_path, read_table, recorded_provenance, span_seconds, write_json
+from rankone.io import InputError, atomic_path, read_table, span_seconds, write_json
 from rankone.outputs import CROSSOVER_RECORD
 from rankone.paths import Layout
 from rankone.report import BITS_A_KEY, CROSSOVER_SHOWN, crossover_sentence, mechanism_sentence
+from rankone.status import own_provenance
 from rankone.tasks import params_of, task_of
 
 
@@ -72,7 +73,7 @@ def size_rows(results: str | Path) -> list[dict]:
 def time_span(results: str | Path) -> float | None:
     """Seconds from a study's first job to its last, from the provenance every stage records (data
     manifests, base models, runs; not those of runs it shares with another study); None when none is recorded."""
-    return span_seconds(recorded_provenance(results, own=True))
+    return span_seconds(own_provenance(results))
 
 
 def crossover_table(studies: list[str | Path]) -> pd.DataFrame:

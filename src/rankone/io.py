@@ -17,8 +17,6 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from rankone.outputs import SHARED_RECORD
-
 log = logging.getLogger("rankone")
 
 # The libraries' own switches that pin their CPU code paths (cpu_kernels: avx2). They are read
@@ -178,23 +176,12 @@ def provenance(cfg, stage: str, seed: int | None, started: float, regime: str | 
     }
 
 
-def shared_record(root: str | Path) -> dict:
-    """What scripts/share-runs copied into a study's results folder from another study (outputs.SHARED_RECORD:
-    source, methods, folders), or {} when nothing was."""
-    path = Path(root) / SHARED_RECORD
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def recorded_provenance(root: str | Path, own: bool = False) -> list[dict]:
+def recorded_provenance(root: str | Path) -> list[dict]:
     """The provenance records (provenance) of every output under a study's results folder: data
-    manifests, base models, runs of the study and its sub-studies; an unreadable file is skipped.
-    With `own`, not those of the runs copied from another study (shared_record)."""
+    manifests, base models, runs of the study and its sub-studies; an unreadable file is skipped."""
     records = []
-    shared = [Path(root) / folder for folder in shared_record(root).get("folders", [])] if own else []
     for pattern in ("data/*/manifest.json", "models/*/rankone.json", "**/run.json"):
         for path in Path(root).glob(pattern):
-            if any(path.is_relative_to(folder) for folder in shared):
-                continue
             try:
                 records.append(json.loads(path.read_text()).get("provenance") or {})
             except (json.JSONDecodeError, OSError):

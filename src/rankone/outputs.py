@@ -35,11 +35,6 @@ SECTIONS = {
 # size, and each one's time from first job to last; `rankone publish` publishes a crossover from it.
 CROSSOVER_RECORD = "crossover.json"
 
-# What scripts/share-runs writes in a study's results folder when it seeds the study with another
-# study's runs: the source study, the methods and the folders copied. Those runs keep their own
-# provenance; the study's time from first job to last counts only its own jobs.
-SHARED_RECORD = "shared.json"
-
 # The config sections that turn on an optional experiment (each also the stage, module and
 # results folder that writes its tables).
 EXPERIMENTS = ("capacity", "truncation", "levers")

@@ -34,7 +34,7 @@ import pandas as pd
 from rankone import render, report, status
 from rankone.config import StudyConfig, load, lora_scope, method_label
 from rankone.outputs import CROSSOVER_RECORD, FIGURES, TABLES
-from rankone.io import InputError, atomic_path, log, read_table, recorded_provenance, shared_record, span_seconds
+from rankone.io import InputError, atomic_path, log, read_table, recorded_provenance, span_seconds
 from rankone.paths import Layout
 
 ZIP = "snakemake-report.zip"
@@ -349,7 +349,7 @@ def provenance(at: Layout) -> dict:
     dirty = sum(1 for r in records if not from_commit(r, twins))
     cpus = sorted({(r.get("cpu") or {}).get("model") or "unknown" for r in records if "cpu" in r})
     packages = next((r["packages"] for r in records if r.get("packages")), {})
-    span = span_seconds(recorded_provenance(at.root, own=True))  # this study's own jobs, not runs it shares
+    span = span_seconds(status.own_provenance(at.root))  # this study's own jobs, not runs it shares
     last = max((r for r in records if r.get("finished") and r.get("git")), key=lambda r: r["finished"], default={})
     return {
         "commit": ", ".join(c[:12] for c in commits) or "unknown",
@@ -364,7 +364,7 @@ def provenance(at: Layout) -> dict:
         "span_seconds": span,
         "environment": hashlib.sha256(json.dumps(packages, sort_keys=True).encode()).hexdigest()[:16],
         "lock": hashlib.sha256(LOCK.read_bytes()).hexdigest()[:16] if LOCK.is_file() else "no lock file here",
-        "shared": {k: v for k, v in shared_record(at.root).items() if k in ("source", "methods")},
+        "shared": {k: v for k, v in status.shared_record(at.root).items() if k in ("source", "methods")},
     }
 
 

@@ -12,6 +12,7 @@ their lrs) is completed, diverged, failed, started or missing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -19,9 +20,36 @@ from pathlib import Path
 
 from rankone.config import RunId, StudyConfig
 from rankone import substudies
+from rankone.io import recorded_provenance
 from rankone.paths import Layout
 
 STATES = ("completed", "diverged", "failed", "started", "missing")
+
+# What scripts/share-runs writes in a study's results folder when it seeds the study with another
+# study's runs: the source study, the methods and the folders copied. Those runs keep their own
+# provenance; the study's time from first job to last counts only its own jobs (own_provenance).
+# Kept out of the stages' common code (rankone.stages.COMMON), so that it moves no job's digest.
+SHARED_RECORD = "shared.json"
+PROVENANCE_FILES = ("manifest.json", "rankone.json", "run.json")  # what recorded_provenance reads
+
+
+def shared_record(root: str | Path) -> dict:
+    """What scripts/share-runs copied into a study's results folder from another study (source,
+    methods, folders), or {} when nothing was."""
+    path = Path(root) / SHARED_RECORD
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def own_provenance(root: str | Path) -> list[dict]:
+    """The provenance records of a study's outputs (rankone.io.recorded_provenance), less those of
+    the outputs it copied from another study (shared_record): the jobs it ran itself."""
+    copied = set()
+    for folder in shared_record(root).get("folders", []):
+        for path in (Path(root) / folder).rglob("*.json"):
+            if path.name in PROVENANCE_FILES:
+                with contextlib.suppress(json.JSONDecodeError, OSError):
+                    copied.add(json.dumps(json.loads(path.read_text()).get("provenance") or {}, sort_keys=True))
+    return [r for r in recorded_provenance(root) if json.dumps(r, sort_keys=True) not in copied]
 
 
 @dataclass(frozen=True)
