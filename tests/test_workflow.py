@@ -500,9 +500,10 @@ def test_an_interrupted_study_resumes_under_the_default_profile(tmp_path):
         time.sleep(0.1)
     os.killpg(run.pid, signal.SIGINT)
     run.wait(timeout=60)
-    refused = snakemake(tmp_path, "-n", "--workflow-profile", "none", configs=())
-    said = refused.stdout + refused.stderr
-    assert refused.returncode != 0 and "IncompleteFilesException" in said, said[-2000:]
+    # Snakemake's mark of an output left incomplete, which a plain rerun refuses to start over
+    # (IncompleteFilesException); each Snakemake start costs about 10 s here, so that is not rerun.
+    assert any((tmp_path / ".snakemake/incomplete").iterdir())
     resumed = snakemake(tmp_path, "-n", configs=(), cores=False)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert job_counts(resumed.stdout + resumed.stderr) == {"slow": 1}
+    said = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, said[-2000:]
+    assert job_counts(said) == {"slow": 1}, said[-2000:]  # planned again (rerun-incomplete: "Forced execution")
