@@ -235,7 +235,7 @@ def crossover_page(entry: dict, table: pd.DataFrame, studies: list[dict], spans:
     names = " ".join(e["experiment"].removeprefix("crossover-") for e in studies)  # config/experiments/crossover/<name>
     newest = max(studies, key=lambda e: e.get("last_finished", ""))  # its commit reruns them all
     command = (
-        f"git checkout {newest.get('checkout') or newest['commit'].split(',')[0]}\n"
+        f"git checkout {rerun_commit(newest)}\n"
         f"for size in {names}; do snakemake --cores all --configfile config/experiments/crossover.yaml "
         "config/experiments/crossover/$size.yaml; done\n"
         f"rankone crossover {' '.join('results/' + e['experiment'] for e in studies)} "
@@ -395,6 +395,12 @@ def from_commit(record: dict, twins: set[tuple]) -> bool:
     return (record.get("stage"), git.get("commit"), record.get("code_digest")) in twins
 
 
+def rerun_commit(entry: dict) -> str:
+    """The commit a study's page reruns it from: its newest output's (`checkout`), or, on a page
+    published before study.json recorded that, the first of its commits."""
+    return entry.get("checkout") or entry["commit"].split(",")[0]
+
+
 def commit_label(entry: dict) -> str:
     """The commit of a study's runs, and whether some were built from uncommitted changes."""
     dirty = entry.get("dirty_outputs")
@@ -551,7 +557,7 @@ def experiment_page(
         )
     )
     command = (
-        f"git checkout {entry.get('checkout') or entry['commit'].split(',')[0]}\n"
+        f"git checkout {rerun_commit(entry)}\n"
         f"snakemake --cores all --configfile reports/{cfg.experiment}/config.yaml\n"
         "make publish"
     )

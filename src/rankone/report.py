@@ -182,7 +182,6 @@ def _crossover_of(table: pd.DataFrame, method: str) -> str:
         for g in falls
     )
     short = never_filled(table, method)  # regimes where it held no table whole: bits there are no capacity
-    whole = {g: held_whole(table, g, method) for g in ("rl", "sft")}
     saturates = "stores" if ("rl" if rl < sft else "sft") in short else "saturates at"
     intervals = all(math.isfinite(x) for x in (rl_lo, rl_hi, sft_lo, sft_hi))
     overlap = intervals and rl_lo <= sft_hi and sft_lo <= rl_hi
@@ -203,13 +202,14 @@ def _crossover_of(table: pd.DataFrame, method: str) -> str:
         f"({rl_n:,}-key table) and {sft:,.0f} {_bits_ci(sft_lo, sft_hi)} under SFT ({sft_n:,} keys); {same}. "
         f"{where[0].upper()}{where[1:]}."
     )
-    other = "sft" if "rl" in short else "rl"
     # Whole in one regime only, and behind FullFT in the other: a shortfall of the adapter there (not
     # behind FullFT, what stops it short of the bar is the regime's own limit: the sentence below).
-    if len(short) == 1 and whole[other] and falls[next(iter(short))]:
-        g = next(iter(short))
+    g = next(iter(short)) if len(short) == 1 else None
+    other = {"rl": "sft", "sft": "rl"}.get(g)
+    held = held_whole(table, other, method) if g and falls[g] else None
+    if held:
         recall, n = short[g]
-        held_n, held_recall = whole[other]
+        held_n, held_recall = held
         out += (
             f" Under {NAMES[g]} it never recalled {LEARNED_RECALL:.0%} of a table (at best {recall:.2f} of {n:,} "
             f"keys), though under {NAMES[other]} it held tables whole up to {held_n:,} keys ({held_recall:.2f}): "
