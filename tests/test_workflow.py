@@ -302,6 +302,27 @@ def test_second_run_does_nothing(smoke):
     assert job_counts(out.stdout + out.stderr) == {}
 
 
+def test_rewritten_choice_tables_rerun_no_run(own_smoke):
+    """The select tables name which confirmation and extension runs to make (the lr is in each run's
+    path): tables newer than runs they still name retrain and re-evaluate nothing. The case of a study
+    whose runs were copied in by scripts/share-runs before its own select chose: no Snakemake record
+    of the runs (whose checksums would otherwise excuse a table's newer time), tables written after
+    them. What reads the choices reruns. Without `ancient` on those inputs: 4 confirmation runs,
+    an extension run and its evaluation, and select again."""
+    at = Layout(load(own_smoke / "config/smoke.yaml"))
+    tables = [own_smoke / at.table("best_lr.csv"), *(own_smoke / at.table("best_lr.csv")).parent.glob("rounds/*.csv")]
+    assert len(tables) > 1  # the smoke study has an extension round
+    shutil.rmtree(own_smoke / ".snakemake/metadata")
+    later = time.time() + 60
+    for table in tables:
+        os.utime(table, (later, later))
+    out = snakemake(own_smoke, "-n")
+    assert out.returncode == 0, out.stderr
+    counts = job_counts(out.stdout + out.stderr)
+    assert counts["analysis"] == 1  # it reads the choices
+    assert not {r for r in counts if r.startswith(("confirm_", "train", "evaluate", "extend_"))}, counts
+
+
 def dry_run_with(smoke: Path, edit) -> tuple[dict, dict]:
     """A dry run after `edit(config dict)` on the smoke config of a private copy: (config, job counts)."""
     path = smoke / "config/smoke.yaml"

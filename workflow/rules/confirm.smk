@@ -2,15 +2,17 @@
 # chose, on fresh seeds per regime, under confirm/, by the train and evaluate rules' own
 # commands (with --confirm); the analysis judges that regime's verdicts on them alone. Each names
 # the select checkpoint's table as an input: what they run is read from it (SLURM's remote jobs
-# insist). Select rewrites it only when a choice changes, so adding an lr that does not win
-# reruns no confirmation run.
+# insist). It is ancient: the lr it chose is in the run's path, so a rewrite that keeps this
+# method's choice (another method's choice changed, or a study that shares this method's runs,
+# scripts/share-runs, chose for the first time) reruns no confirmation run; a changed choice is
+# another run anyway.
 
 
 use rule train as confirm_train_rl with:
     input:
         model=f"{RESULTS}/models/{{model}}",
         data=data_inputs,
-        best=table_path("best_lr.csv"),
+        best=ancient(table_path("best_lr.csv")),
     output:
         metrics=seed_outputs(CONFIRM, CONFIRM_SEEDS["rl"], "metrics.jsonl"),
         timings=seed_outputs(CONFIRM, CONFIRM_SEEDS["rl"], "timings.jsonl"),
@@ -27,7 +29,7 @@ use rule train as confirm_train_sft with:
     input:
         model=f"{RESULTS}/models/{{model}}",
         data=data_inputs,
-        best=table_path("best_lr.csv"),
+        best=ancient(table_path("best_lr.csv")),
     output:
         metrics=seed_outputs(CONFIRM, CONFIRM_SEEDS["sft"], "metrics.jsonl"),
         timings=seed_outputs(CONFIRM, CONFIRM_SEEDS["sft"], "timings.jsonl"),
@@ -45,7 +47,7 @@ use rule evaluate as confirm_evaluate with:
         model=f"{RESULTS}/models/{{model}}",
         data=data_inputs,
         runs=method_runs,
-        best=table_path("best_lr.csv"),
+        best=ancient(table_path("best_lr.csv")),
     output:
         f"{CONFIRM}/evaluate/{{regime}}/{{model}}/{{method}}/metrics.jsonl",
     log:

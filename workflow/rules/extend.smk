@@ -31,7 +31,10 @@ use rule evaluate as extend_evaluate with:
         model=f"{RESULTS}/models/{{model}}",
         data=data_inputs,
         runs=method_runs,
-        lrs=lambda wildcards: str(LAYOUT.select_round(int(wildcards.extension) - 1)),
+        # Ancient, as in train.smk: it names the runs to score, so a newer table that names the same runs rescores nothing.
+        lrs=ancient(
+            lambda wildcards: str(LAYOUT.select_round(int(wildcards.extension) - 1))
+        ),
     output:
         f"{EXTEND}/evaluate/{{regime}}/{{model}}/{{method}}/metrics.jsonl",
     log:

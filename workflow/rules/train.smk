@@ -2,7 +2,9 @@ rule train:
     input:
         model=f"{RESULTS}/models/{{model}}",
         data=data_inputs,
-        extension=extension_table,
+        # Ancient: it names the run (its lr is in the path), so a rewrite of the round's table that
+        # still names this run, or a study that shares it (scripts/share-runs), reruns nothing.
+        extension=ancient(extension_table),
     output:
         metrics=seed_outputs(RESULTS, STUDY.seeds, "metrics.jsonl"),
         timings=seed_outputs(RESULTS, STUDY.seeds, "timings.jsonl"),
