@@ -494,3 +494,26 @@ def test_an_adapter_whole_by_sft_and_never_by_rl_falls_short_and_its_sft_capacit
     assert "At no size, 64 keys the smallest" in crossover_sentence(even)  # not behind FullFT: RL's own limit
     fell = pd.DataFrame(cells).assign(verdict=lambda t: t.verdict.where(t.n_facts < 256, "worse"))
     assert "at least 223 bits" not in crossover_sentence(fell)  # fallen off at 256 keys: no lower bound
+
+
+def test_rank_1_still_rising_where_it_recalls_fewer_bits_is_what_the_budget_delivered():
+    """The late slope (analysis.plateau's `rise`) of rank 1 where it recalls most in the regime of fewer
+    bits: an interval above 0 is a curve still rising, said so; one that reaches 0 says nothing."""
+    cells = [
+        {"regime": g, "method": m, "n_facts": n, "table_recall": r, "bits_recalled": b}
+        | {"bits_recalled_low": b - 5, "bits_recalled_high": b + 5, "verdict": v}
+        | {"rise": 0.03, "rise_ci_low": lo, "rise_ci_high": 0.04, "rise_window": 819}
+        for g, m, n, r, b, v, lo in [
+            ("rl", "lora-r1-mlp", 512, 0.86, 213, "small", 0.02),
+            ("rl", "lora-r1-mlp", 1024, 0.80, 292, "worse", 0.023),
+            ("sft", "lora-r1-mlp", 1024, 0.97, 842, "inconclusive", -0.001),
+            ("rl", "fullft", 1024, 0.94, 689, None, 0.0),
+        ]
+    ]
+    said = crossover_sentence(pd.DataFrame(cells))
+    assert "Under RL its curve was still rising at the last step at 1,024 keys" in said
+    assert "(reward gained +0.030 [+0.023, +0.040] over another 819 steps)" in said
+    assert "what this budget delivered, not a ceiling" in said
+    stopped = pd.DataFrame(cells).assign(rise_ci_low=-0.01)
+    assert "still rising" not in crossover_sentence(stopped)
+    assert "still rising" not in crossover_sentence(pd.DataFrame(cells).drop(columns=["rise_ci_low"]))

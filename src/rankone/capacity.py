@@ -160,7 +160,8 @@ def crossover_rows(
     lr_from: str | None = None,
 ) -> list[dict]:
     """One table size, per (regime, model, method) at its lr: bits recalled (greedy recall of the whole table,
-    Fano) with its interval over seeds, FullFT's plateau test, episodes to 50% and 90% of FullFT's gain, and the
+    Fano) with its interval over seeds, its curve's late slope (`rise`, analysis.plateau: the score another
+    window of steps would add), FullFT's plateau test, episodes to 50% and 90% of FullFT's gain, and the
     equivalence verdict on table recall against FullFT (paired by seed, margin analysis.greedy_margin; judged
     only where FullFT reached its plateau). `lr_from` says where the lrs came from (default: the capacity
     section's learning_rates)."""
@@ -202,6 +203,14 @@ def crossover_rows(
                 "bits_stored": float(bits_stored(table_bits, g.train_nll_bits_final).mean()),
                 "info_bound_bits": float(g.info_bound_bits.mean()) if regime == "rl" else math.nan,
             }
+            own = tests.loc[(regime, model, method)] if (regime, model, method) in tests.index else None
+            if own is not None:  # still improving at the last step? (analysis.plateau's slope, per method)
+                row.update(
+                    rise=float(own.rise),
+                    rise_ci_low=float(own.rise_ci_low),
+                    rise_ci_high=float(own.rise_ci_high),
+                    rise_window=int(own.window),
+                )
             if full_test is not None:
                 goal = float(full_test.reward_last)
                 mine = mean_curve(curves, best, regime, method)
