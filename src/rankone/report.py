@@ -202,7 +202,7 @@ def _crossover_of(table: pd.DataFrame, method: str) -> str:
         f"({rl_n:,}-key table) and {sft:,.0f} {_bits_ci(sft_lo, sft_hi)} under SFT ({sft_n:,} keys); {same}. "
         f"{where[0].upper()}{where[1:]}."
     )
-    out += _still_rising(table, method, "rl" if rl < sft else "sft", rl_n if rl < sft else sft_n)
+    out += _still_rising(table, method, {"rl": rl_n, "sft": sft_n})
     # Whole in one regime only, and behind FullFT in the other: a shortfall of the adapter there (not
     # behind FullFT, what stops it short of the bar is the regime's own limit: the sentence below).
     g = next(iter(short)) if len(short) == 1 else None
@@ -270,21 +270,27 @@ def _crossover_of(table: pd.DataFrame, method: str) -> str:
     return out
 
 
-def _still_rising(table: pd.DataFrame, method: str, regime: str, n_facts: int) -> str:
-    """Where a rank-1 adapter recalls most in the regime where it recalls fewer bits: was its curve still
+def _still_rising(table: pd.DataFrame, method: str, most: dict[str, int]) -> str:
+    """Per regime, where a rank-1 adapter recalls most (`most`: regime -> keys): was its curve still
     rising at the last step (the late slope's interval above 0)? Then its bits there are what the
     budget delivered, not a ceiling; nothing to say where it had stopped, or no slope was measured."""
     if "rise_ci_low" not in table:
         return ""
-    at = table[(table.regime == regime) & (table.method == method) & (table.n_facts == n_facts)]
-    if not len(at) or not at.rise_ci_low.iloc[0] > 0:
+    rising = []
+    for regime, n_facts in most.items():
+        at = table[(table.regime == regime) & (table.method == method) & (table.n_facts == n_facts)]
+        if len(at) and at.rise_ci_low.iloc[0] > 0:
+            r = at.iloc[0]
+            score = "reward gained" if regime == "rl" else "loss shed"
+            rising.append(
+                f"under {NAMES[regime]} at {n_facts:,} keys ({score} {r.rise:+.3f} [{r.rise_ci_low:+.3f}, "
+                f"{r.rise_ci_high:+.3f}] over another {int(r.rise_window):,} steps)"
+            )
+    if not rising:
         return ""
-    r = at.iloc[0]
-    score = "reward gained" if regime == "rl" else "loss shed"
     return (
-        f" Under {NAMES[regime]} its curve was still rising at the last step at {n_facts:,} keys ({score} "
-        f"{r.rise:+.3f} [{r.rise_ci_low:+.3f}, {r.rise_ci_high:+.3f}] over another {int(r.rise_window):,} steps): "
-        "a longer run would store more there, so those bits are what this budget delivered, not a ceiling."
+        f" Its curve was still rising at the last step {' and '.join(rising)}: a longer run would store more "
+        f"there, so those bits are what this budget delivered, not a ceiling."
     )
 
 
