@@ -1155,6 +1155,32 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         tmp.write_text(to_html(cfg, sections))
 
 
+def sharpening_section(cfg, sharp: pd.DataFrame) -> list[tuple[str, list]]:
+    """The sharpening section, for a study with an RL regime (an SFT-only study has nothing to sharpen:
+    no section, no empty figure)."""
+    if "rl" not in cfg.regimes:
+        return []
+    return [
+        (
+            SECTIONS["sharpening"],
+            [
+                ("figure", "sharpening.png"),
+                *sharpening_findings(sharp),
+                "Profiles on the whole test split: greedy accuracy, mean reward and unbiased pass@k from "
+                f"{cfg.sharpening.samples} samples a prompt at the evaluation temperature; each method's final weights "
+                "at its best lr, mean over the judged seeds with t intervals. The controls: the base model at the "
+                "temperature with the best val mean reward, no training, and, where the grid has it, the learned "
+                "temperature (RL of one scalar that scales the logits, at its own best lr). A temperature moves no "
+                "argmax, so both controls' greedy accuracy is the base's. Beyond control = the method's value minus "
+                "the stronger control's (Welch's interval against the learned temperature's seeds): the part of "
+                "its gain that sharpening does not give. Where FullFT gained nothing over the base, the model's RL "
+                "verdicts are `not judged`.",
+                sharpening_table(sharp) if len(sharp) else "No RL regime.",
+            ],
+        ),
+    ]
+
+
 def build_sections(
     cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates, layer_table, judged, sharp, optimum, pooled
 ) -> list[tuple[str, list]]:
@@ -1229,23 +1255,7 @@ def build_sections(
                 f"{seed_words(cfg)} {RULE_WORDS}",
             ],
         ),
-        (
-            SECTIONS["sharpening"],
-            [
-                ("figure", "sharpening.png"),
-                *sharpening_findings(sharp),
-                "Profiles on the whole test split: greedy accuracy, mean reward and unbiased pass@k from "
-                f"{cfg.sharpening.samples} samples a prompt at the evaluation temperature; each method's final weights "
-                "at its best lr, mean over the judged seeds with t intervals. The controls: the base model at the "
-                "temperature with the best val mean reward, no training, and, where the grid has it, the learned "
-                "temperature (RL of one scalar that scales the logits, at its own best lr). A temperature moves no "
-                "argmax, so both controls' greedy accuracy is the base's. Beyond control = the method's value minus "
-                "the stronger control's (Welch's interval against the learned temperature's seeds): the part of "
-                "its gain that sharpening does not give. Where FullFT gained nothing over the base, the model's RL "
-                "verdicts are `not judged`.",
-                sharpening_table(sharp) if len(sharp) else "No RL regime.",
-            ],
-        ),
+        *sharpening_section(cfg, sharp),
         (
             "Verdicts",
             [
@@ -1303,7 +1313,7 @@ def build_sections(
                 "parameter (Allen-Zhu & Li). RL bound: cumulative sum over groups of group size × reward entropy.",
                 sft_arm_note(info),
                 ("figure", "information.png"),
-                ("figure", "rl_bits.png"),
+                *([("figure", "rl_bits.png")] if "rl" in cfg.regimes else []),  # bits by RL: none without RL
                 info.round(1),
             ],
         ),
