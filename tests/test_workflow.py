@@ -515,12 +515,14 @@ def test_an_interrupted_study_resumes_under_the_default_profile(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    for _ in range(600):
-        if (tmp_path / "started").exists():
-            break
+    # Snakemake's start takes about 10 s here, over a minute on a loaded machine (the whole suite on
+    # two workers): interrupt only once the job runs, as the test means, and then wait out its sleep.
+    deadline = time.monotonic() + 300
+    while not (tmp_path / "started").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
+    assert (tmp_path / "started").exists(), "the job never started"
     os.killpg(run.pid, signal.SIGINT)
-    run.wait(timeout=60)
+    run.wait(timeout=180)
     # Snakemake's mark of an output left incomplete, which a plain rerun refuses to start over
     # (IncompleteFilesException); each Snakemake start costs about 10 s here, so that is not rerun.
     assert any((tmp_path / ".snakemake/incomplete").iterdir())
