@@ -500,9 +500,12 @@ def test_vllm_smoke_study_matches_the_hf_engine(smoke, smoke_vllm):
 
 
 def test_an_interrupted_study_resumes_under_the_default_profile(tmp_path):
-    """Ctrl-C in the middle of a job leaves its outputs marked incomplete, and a plain `snakemake`
-    then refuses to start; the default profile's rerun-incomplete makes `make study` again resume
-    (each train job from its own checkpoints, tests/test_resume.py)."""
+    """A run killed in the middle of a job (a hard kill, or Ctrl-C before Snakemake has cleaned up)
+    leaves its outputs marked incomplete, and a plain `snakemake` then refuses to start; the default
+    profile's rerun-incomplete makes `make study` again resume (each train job from its own
+    checkpoints, tests/test_resume.py). SIGKILL, because after a SIGINT Snakemake sometimes removes
+    the job's outputs and its mark itself (then a rerun just runs the job), depending on which it
+    handles first."""
     shutil.copytree(ROOT / "workflow/profiles/default", tmp_path / "workflow/profiles/default")
     (tmp_path / "workflow/Snakefile").write_text(
         'rule slow:\n    output: "out.txt"\n    shell: "echo partial > {output}; touch started; sleep 120"\n'
@@ -511,22 +514,22 @@ def test_an_interrupted_study_resumes_under_the_default_profile(tmp_path):
         [sys.executable, "-m", "snakemake", "--cores", "1"],
         cwd=tmp_path,
         env=venv_env(),
-        start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches it
+        start_new_session=True,  # its own process group: the kill reaches the job too
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     # Snakemake's start takes about 10 s here, over a minute on a loaded machine (the whole suite on
-    # two workers): interrupt only once the job runs, as the test means, and then wait out its sleep.
+    # two workers): kill it only once the job runs.
     deadline = time.monotonic() + 300
     while not (tmp_path / "started").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert (tmp_path / "started").exists(), "the job never started"
-    os.killpg(run.pid, signal.SIGINT)
-    run.wait(timeout=180)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait(timeout=60)
     # Snakemake's mark of an output left incomplete, which a plain rerun refuses to start over
     # (IncompleteFilesException); each Snakemake start costs about 10 s here, so that is not rerun.
     assert any((tmp_path / ".snakemake/incomplete").iterdir())
-    resumed = snakemake(tmp_path, "-n", configs=(), cores=False)
+    resumed = snakemake(tmp_path, "-n", configs=(), cores=False)  # a dry run takes no lock: no --unlock
     said = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, said[-2000:]
     assert job_counts(said) == {"slow": 1}, said[-2000:]  # planned again (rerun-incomplete: "Forced execution")
