@@ -173,7 +173,9 @@ def crossover_rows(
     for (regime, model), group in chosen.groupby(["regime", "model"]):
         full_recall = group[group.method == "fullft"].set_index("seed")["table_greedy"]
         per_step = sub.rl.prompts_per_step * sub.rl.group_size if regime == "rl" else sub.sft.batch_size
-        full_test = tests.loc[(regime, model, "fullft")] if (regime, model, "fullft") in tests.index else None
+        # Each method's plateau test (analysis.plateau), where it has one: FullFT's goal and every slope.
+        tested = {m: tests.loc[(regime, model, m)] for m in group.method.unique() if (regime, model, m) in tests.index}
+        full_test = tested.get("fullft")
         sign, steps = SIGN[regime], sub.rl.steps if regime == "rl" else sub.sft.steps
         full_curve = mean_curve(curves, best, regime, "fullft") if full_test is not None else None
         start = float(full_curve.iloc[0]) if full_curve is not None else math.nan
@@ -203,7 +205,7 @@ def crossover_rows(
                 "bits_stored": float(bits_stored(table_bits, g.train_nll_bits_final).mean()),
                 "info_bound_bits": float(g.info_bound_bits.mean()) if regime == "rl" else math.nan,
             }
-            own = tests.loc[(regime, model, method)] if (regime, model, method) in tests.index else None
+            own = tested.get(method)
             if own is not None:  # still improving at the last step? (analysis.plateau's slope, per method)
                 row.update(
                     rise=float(own.rise),

@@ -1175,7 +1175,7 @@ def sharpening_section(cfg, sharp: pd.DataFrame) -> list[tuple[str, list]]:
                 "the stronger control's (Welch's interval against the learned temperature's seeds): the part of "
                 "its gain that sharpening does not give. Where FullFT gained nothing over the base, the model's RL "
                 "verdicts are `not judged`.",
-                sharpening_table(sharp) if len(sharp) else "No RL regime.",
+                sharpening_table(sharp) if len(sharp) else "No sharpening profile in this study's tables.",
             ],
         ),
     ]
