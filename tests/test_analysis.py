@@ -393,6 +393,10 @@ def test_the_tail_score_is_the_mean_over_the_late_checkpoints_and_final_is_the_l
         {"checkpoints": [{"step": 3, **{s: {"nll": 2.0, "greedy_accuracy": 0.1} for s in ("val", "test")}}]},
     )
     assert sft[0]["test_score"] == -2.0  # SFT's score is -NLL: higher is better
+    assert math.isnan(sft[0]["table_greedy"])  # no table scored
+    table = evaluated([(6, 0.2), (8, 0.9)])
+    table["checkpoints"][1]["table"] = {"keys": 64, "greedy_accuracy": 0.75}
+    assert [r["table_greedy"] for r in checkpoint_rows(RunId.parse("rl/m/fullft/lr0.001/seed0"), table)][1] == 0.75
 
 
 def checkpoint_table(gaps_by_step: dict[int, list[float]]) -> pd.DataFrame:

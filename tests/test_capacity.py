@@ -519,3 +519,32 @@ def test_rank_1_still_rising_where_it_recalls_most_is_what_the_budget_delivered(
     stopped = pd.DataFrame(cells).assign(rise_ci_low=-0.01)
     assert "still rising" not in crossover_sentence(stopped)
     assert "still rising" not in crossover_sentence(pd.DataFrame(cells).drop(columns=["rise_ci_low"]))
+
+
+def test_recall_by_checkpoint_gives_bits_with_an_interval_and_the_budget_at_every_step(tmp_path):
+    """The report's recall table: per (method, lr, step) the whole-table recall, its bits (Fano) with a t
+    interval over seeds, and the examples a key seen so far; nothing for a study with no table scored."""
+    from rankone.report import recall_by_checkpoint
+
+    cfg = validate(smoke_dict(results_dir=str(tmp_path), **CROSSOVER))
+    rows = [
+        {"regime": "sft", "model": "m", "method": method, "lr": 0.01, "seed": seed, "step": step, "table_greedy": a}
+        for method, by_step in (
+            ("fullft", {2: [1.0, 1.0], 4: [1.0, 1.0]}),
+            ("lora-r1", {2: [0.75, 0.85], 4: [0.9, 0.9]}),
+        )
+        for step, recalls in by_step.items()
+        for seed, a in enumerate(recalls)
+    ]
+    out = recall_by_checkpoint(cfg, pd.DataFrame(rows)).set_index(["method", "step"])
+    r1 = out.loc[("lora-r1", 2)]
+    expected = [bits_recalled(64, 2, a) for a in (0.75, 0.85)]
+    assert r1.bits_recalled == pytest.approx(sum(expected) / 2) and r1.table_recall == pytest.approx(0.8)
+    assert r1.bits_low < r1.bits_recalled < r1.bits_high and r1.seeds == 2
+    assert out.loc[("lora-r1", 4)].bits_low == pytest.approx(out.loc[("lora-r1", 4)].bits_high)  # no spread
+    assert out.loc[("fullft", 4)].bits_recalled == pytest.approx(64)
+    wide = recall_by_checkpoint(cfg, pd.DataFrame(rows[:2]).assign(table_greedy=[0.99, 1.0])).iloc[0]
+    assert wide.bits_high == 64 and wide.bits_low >= 0  # the interval stays inside the table
+    assert out.loc[("lora-r1", 4), "seen_a_key"] == 4 * cfg.sft.batch_size / 64
+    nothing = pd.DataFrame(rows).assign(table_greedy=math.nan)
+    assert recall_by_checkpoint(cfg, nothing).empty

@@ -4,7 +4,8 @@
   information counts, and its primary scores `val_score`, `test_score`, `val_greedy`,
   `test_greedy`: with `analysis.score: tail` (the default, fixed before the run) the mean
   over the late checkpoints of `evaluate.at`, with `final` the final weights' alone.
-- `checkpoints.csv`: every run's score and greedy accuracy at each late checkpoint.
+- `checkpoints.csv`: every run's score and greedy accuracy at each late checkpoint, and on a
+  table of known bits its greedy recall of the whole table (`table_greedy`).
 - `curves.csv`: the per-step learning curve of every run (RL reward, SFT loss), and for
   RL the per-step reward and advantage entropies and the cumulative information bound.
 - `best_lr.csv`: the best learning rate per (regime, model, method), chosen on the **val**
@@ -85,6 +86,8 @@ def checkpoint_rows(run, evaluated: dict) -> list[dict]:
                 for split in ("val", "test")
                 for name, value in (("score", sign * c[split][metric]), ("greedy", c[split]["greedy_accuracy"]))
             },
+            # On a table of known bits: greedy recall of the whole table at this checkpoint.
+            "table_greedy": c["table"]["greedy_accuracy"] if "table" in c else math.nan,
         }
         for c in evaluated.get("checkpoints", [])
     ]
@@ -137,8 +140,7 @@ def collect(cfg: StudyConfig, at: Layout) -> tuple[pd.DataFrame, pd.DataFrame, p
         scored = checkpoint_rows(run, evaluated)
         row.update(primary(cfg, scored), tail_steps=" ".join(str(c["step"]) for c in scored))
         # On a table of known bits: greedy recall of the whole table, over the same checkpoints as the primary scores.
-        recall = [c["table"]["greedy_accuracy"] for c in evaluated.get("checkpoints", []) if "table" in c]
-        table = primary_checkpoints(cfg, recall)
+        table = primary_checkpoints(cfg, [c["table_greedy"] for c in scored if not math.isnan(c["table_greedy"])])
         row["table_greedy"] = sum(table) / len(table) if table else math.nan
         checkpoints += scored
         row["info_bound_bits"] = trained.get("info_bound_bits")

@@ -37,11 +37,13 @@ from rankone.figures import (
     plot_updates,
 )
 from rankone import render
-from rankone.analysis import BOOTSTRAP
+from rankone.analysis import BOOTSTRAP, interval
 from rankone.capacity import LEARNED_RECALL
+from rankone.info import bits_recalled
 from rankone.io import atomic_path, git_state, package_versions, read_json, read_jsonl, read_table
 from rankone.outputs import FIGURES, SECTIONS
 from rankone.paths import Layout
+from rankone.tasks import params_of, task_of
 
 NAMES = {"rl": "RL", "sft": "SFT"}
 BITS_A_KEY = "bits_a_key"  # a crossover table's bits per key (rankone.crossover): 1, or several in the mechanism's arm
@@ -1124,6 +1126,7 @@ def tables(at: Layout) -> dict:
         "judged": judged_runs(at.analysis),
         "sharp": t("sharpening.csv"),
         "pooled": t("pooled.csv") if at.table("pooled.csv").is_file() else pd.DataFrame(),
+        "checkpoints": t("checkpoints.csv"),
     }
 
 
@@ -1155,6 +1158,58 @@ def run(cfg: StudyConfig, at: Layout) -> None:
         tmp.write_text(to_html(cfg, sections))
 
 
+def recall_by_checkpoint(cfg: StudyConfig, checkpoints: pd.DataFrame) -> pd.DataFrame:
+    """On a table of known bits: per (regime, model, method, lr) and evaluated checkpoint, the judged
+    runs' greedy recall of the whole table and the bits it tells (Fano), mean over seeds with a t
+    interval, beside how often each key had been seen by then (SFT examples or RL episodes a key).
+    Bits that stop growing with the budget are a capacity; bits still growing are the budget's. Empty
+    where no run scored a table."""
+    if "table_greedy" not in checkpoints or checkpoints.table_greedy.isna().all():
+        return pd.DataFrame()
+    rows = []
+    keys = ["regime", "model", "method", "lr", "step"]
+    for (regime, model, method, lr, step), g in checkpoints.dropna(subset=["table_greedy"]).groupby(keys):
+        if not task_of(cfg.tasks[regime]).stores_table:
+            continue
+        p = params_of(cfg.tasks[regime])
+        per_step = cfg.rl.prompts_per_step * cfg.rl.group_size if regime == "rl" else cfg.sft.batch_size
+        table_bits = p.n_facts * math.log2(p.alphabet**p.digits)
+        mean, low, high = interval(
+            [bits_recalled(p.n_facts, p.alphabet**p.digits, a) for a in g.table_greedy], cfg.analysis.confidence
+        )
+        rows.append(
+            {
+                "regime": regime,
+                "model": model,
+                "method": method,
+                "lr": lr,
+                "step": int(step),
+                "seen_a_key": int(step) * per_step / p.n_facts,
+                "seeds": len(g),
+                "table_recall": float(g.table_greedy.mean()),
+                "bits_recalled": mean,
+                "bits_low": max(low, 0.0),  # the t interval, clipped to what a table can hold
+                "bits_high": min(high, table_bits),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def recall_blocks(cfg: StudyConfig, checkpoints: pd.DataFrame) -> list:
+    """The information section's table of recall by checkpoint, with what it says (none without a table)."""
+    table = recall_by_checkpoint(cfg, checkpoints)
+    if not len(table):
+        return []
+    return [
+        "Recall by checkpoint: greedy recall of the whole table at every evaluated checkpoint of the judged runs, "
+        f"the bits it tells (Fano) with a {cfg.analysis.confidence:.0%} t interval over seeds (clipped to 0 and the "
+        "table's bits), and how often each key had been seen by then (`seen_a_key`: SFT examples or RL episodes "
+        "a key). With no lr schedule each checkpoint is what a shorter run would have stored: bits that stop "
+        "growing with the budget are a capacity, bits still growing are the budget's.",
+        _round(table).round({"seen_a_key": 1, "bits_recalled": 0, "bits_low": 0, "bits_high": 0}),
+    ]
+
+
 def sharpening_section(cfg, sharp: pd.DataFrame) -> list[tuple[str, list]]:
     """The sharpening section, for a study with an RL regime (an SFT-only study has nothing to sharpen:
     no section, no empty figure)."""
@@ -1182,7 +1237,22 @@ def sharpening_section(cfg, sharp: pd.DataFrame) -> list[tuple[str, list]]:
 
 
 def build_sections(
-    cfg, at, runs, best, verdicts, plateau, info, lr_rank, early, updates, layer_table, judged, sharp, optimum, pooled
+    cfg,
+    at,
+    runs,
+    best,
+    verdicts,
+    plateau,
+    info,
+    lr_rank,
+    early,
+    updates,
+    layer_table,
+    judged,
+    sharp,
+    optimum,
+    pooled,
+    checkpoints,
 ) -> list[tuple[str, list]]:
     """(heading, blocks); a block is a str paragraph, a DataFrame, or ("figure", file)."""
     rollouts = []
@@ -1315,6 +1385,7 @@ def build_sections(
                 ("figure", "information.png"),
                 *([("figure", "rl_bits.png")] if "rl" in cfg.regimes else []),  # bits by RL: none without RL
                 info.round(1),
+                *recall_blocks(cfg, checkpoints),
             ],
         ),
         *capacity_section(cfg, at),
