@@ -548,3 +548,39 @@ def test_recall_by_checkpoint_gives_bits_with_an_interval_and_the_budget_at_ever
     assert out.loc[("lora-r1", 4), "seen_a_key"] == 4 * cfg.sft.batch_size / 64
     nothing = pd.DataFrame(rows).assign(table_greedy=math.nan)
     assert recall_by_checkpoint(cfg, nothing).empty
+
+
+def test_locked_wrong_counts_the_keys_wrong_in_every_sample_and_the_sentence_compares_regimes():
+    """A key answered wrong in every sample (1 - pass@k at the largest k) is locked: the crossover row
+    gives its share with an interval over seeds beside the greedy share wrong, and the sentence states
+    both per regime where rank 1 recalls most, beside FullFT's."""
+    from rankone.capacity import locked_wrong
+
+    runs = pd.DataFrame(
+        {"test_greedy_accuracy": [0.8, 0.7], "test_pass_at_1": [0.8, 0.7], "test_pass_at_4": [0.85, 0.75]}
+    )
+    out = locked_wrong(runs, 0.95)
+    assert out["locked_samples"] == 4 and out["locked_wrong"] == pytest.approx(0.2)
+    assert out["wrong"] == pytest.approx(0.25) and 0 <= out["locked_low"] < 0.2 < out["locked_high"] <= 1
+    assert locked_wrong(runs[["test_greedy_accuracy"]], 0.95) == {}  # no pass@k kept: nothing to say
+
+    def cell(g, m, locked):
+        return {"regime": g, "method": m, "n_facts": 256, "table_recall": 0.9, "bits_recalled": 100.0} | {
+            "bits_recalled_low": 95.0,
+            "bits_recalled_high": 105.0,
+            "verdict": None if m == "fullft" else "worse",
+            "wrong": locked + 0.01,
+            "locked_wrong": locked,
+            "locked_low": locked / 2,
+            "locked_high": locked * 2,
+            "locked_samples": 4,
+        }
+
+    table = pd.DataFrame(
+        [cell("rl", "lora-r1", 0.2), cell("rl", "fullft", 0.1), cell("sft", "lora-r1", 0.0), cell("sft", "fullft", 0.0)]
+    )
+    said = crossover_sentence(table)
+    assert "under RL at 256 keys it answered 21% of them wrong, 20% [10%, 40%] wrong in all 4 samples" in said
+    assert "(FullFT: 11%, 10%)" in said and "under SFT at 256 keys it answered 1% of them wrong, 0%" in said
+    assert "no policy gradient" in said
+    assert "no policy gradient" not in crossover_sentence(table.drop(columns=["locked_wrong"]))

@@ -150,6 +150,25 @@ def first_reach(curve: pd.Series, level: float, sign: float, window: int) -> flo
     return float(hit.index[0]) if len(hit) else math.nan
 
 
+def locked_wrong(runs: pd.DataFrame, confidence: float) -> dict:
+    """How sure a method's wrong answers are, from its final weights on the test keys: `wrong` (greedy
+    wrong), `locked_wrong` (no sample of `locked_samples` right, 1 - pass@k at the largest k; its t
+    interval over seeds in `locked_low`/`locked_high`). A key answered wrong with certainty gets no
+    policy gradient (every sample scores alike), so under RL it stays wrong; SFT's cross-entropy still
+    corrects it. Empty where the evaluation kept no pass@k."""
+    ks = sorted(int(c.rsplit("_", 1)[1]) for c in runs.columns if c.startswith("test_pass_at_"))
+    if not ks or "test_greedy_accuracy" not in runs:
+        return {}
+    mean, low, high = interval(list(1 - runs[f"test_pass_at_{ks[-1]}"]), confidence)
+    return {
+        "wrong": float(1 - runs.test_greedy_accuracy.mean()),
+        "locked_wrong": mean,
+        "locked_low": max(low, 0.0),
+        "locked_high": min(high, 1.0),
+        "locked_samples": ks[-1],
+    }
+
+
 def crossover_rows(
     cfg: StudyConfig,
     sub: StudyConfig,
@@ -204,6 +223,7 @@ def crossover_rows(
                 "bits_recalled_high": high,
                 "bits_stored": float(bits_stored(table_bits, g.train_nll_bits_final).mean()),
                 "info_bound_bits": float(g.info_bound_bits.mean()) if regime == "rl" else math.nan,
+                **locked_wrong(g, cfg.analysis.confidence),
             }
             own = tested.get(method)
             if own is not None:  # still improving at the last step? (analysis.plateau's slope, per method)

@@ -9,7 +9,9 @@ finished studies, one per size, and states the crossover over them:
 - per (size, regime, method), at the lr the size's own sweep chose: greedy recall of every key and
   the bits it tells (Fano), with an interval over the seeds that judge (the confirmation seeds where
   the study has them, else the sweep's, flagged `judged_on`), bits per RL episode or SFT example, and
-  the equivalence verdict on recall against FullFT (rankone.capacity.crossover_rows);
+  the equivalence verdict on recall against FullFT, and how sure its wrong answers are (`wrong`,
+  `locked_wrong`: test keys wrong in every sample, which no policy gradient reaches)
+  (rankone.capacity.crossover_rows);
 - the precondition (rankone.capacity.rl_precondition): an RL size is judged only where FullFT
   under RL learned the table;
 - rank 1's capacity under RL and under SFT with its interval, and the sentence (report.crossover_sentence).

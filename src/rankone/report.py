@@ -69,6 +69,10 @@ CROSSOVER_SHOWN = [
     "bits_per_episode",
     "bits_per_example",
     "info_bound_bits",
+    "wrong",
+    "locked_wrong",
+    "locked_low",
+    "locked_high",
     "fullft_plateau",
     "fullft_learned",
     "rl_bar_bits",
@@ -205,6 +209,7 @@ def _crossover_of(table: pd.DataFrame, method: str) -> str:
         f"{where[0].upper()}{where[1:]}."
     )
     out += _still_rising(table, method, {"rl": rl_n, "sft": sft_n})
+    out += _locked(table, method, {"rl": rl_n, "sft": sft_n})
     # Whole in one regime only, and behind FullFT in the other: a shortfall of the adapter there (not
     # behind FullFT, what stops it short of the bar is the regime's own limit: the sentence below).
     g = next(iter(short)) if len(short) == 1 else None
@@ -293,6 +298,34 @@ def _still_rising(table: pd.DataFrame, method: str, most: dict[str, int]) -> str
     return (
         f" Its curve was still rising at the last step {' and '.join(rising)}: a longer run would store more "
         f"there, so those bits are what this budget delivered, not a ceiling."
+    )
+
+
+def _locked(table: pd.DataFrame, method: str, most: dict[str, int]) -> str:
+    """Per regime, where a rank-1 adapter recalls most: how many test keys its final weights answered
+    wrong, and how many wrong in every sample (locked), beside FullFT's at that size (nothing where the
+    table has no `locked_wrong`)."""
+    if "locked_wrong" not in table:
+        return ""
+    parts = []
+    for regime, n_facts in most.items():
+        at = table[(table.regime == regime) & (table.n_facts == n_facts)].set_index("method")
+        if method not in at.index or not math.isfinite(at.loc[method, "locked_wrong"]):
+            continue
+        r = at.loc[method]
+        full = at.loc["fullft"] if "fullft" in at.index else None
+        parts.append(
+            f"under {NAMES[regime]} at {n_facts:,} keys it answered {r.wrong:.0%} of them wrong, {r.locked_wrong:.0%} "
+            + (f"[{r.locked_low:.0%}, {r.locked_high:.0%}] " if math.isfinite(r.locked_low) else "")
+            + f"wrong in all {int(r.locked_samples)} samples"
+            + (f" (FullFT: {full.wrong:.0%}, {full.locked_wrong:.0%})" if full is not None else "")
+        )
+    if not parts:
+        return ""
+    return (
+        " On the test keys at the last step: "
+        + "; ".join(parts)
+        + ". A key answered wrong in every sample gets no policy gradient, so RL cannot correct it; SFT's loss can."
     )
 
 
