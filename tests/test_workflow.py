@@ -273,12 +273,16 @@ def test_turning_on_truncation_in_a_finished_study_runs_it_and_the_report_only(o
 
 def test_a_fresh_study_plans_the_sweep_and_select_before_any_confirmation_run(tmp_path):
     cfg = load(ROOT / "config/smoke.yaml")
-    out = snakemake(copy_workflow(tmp_path), "-n")
+    workdir = copy_workflow(tmp_path)
+    out = snakemake(workdir, "-n")
     assert out.returncode == 0, out.stderr[-3000:]
     counts = job_counts(out.stdout + out.stderr)
     assert counts["train"] == len(cfg.runs()) // len(cfg.seeds) and counts["select"] == 1
     assert not {rule for rule in counts if rule.startswith("confirm_")}  # they exist once select has chosen
     assert not (tmp_path / "results").exists()  # a dry run writes nothing, not even the resolved config
+    lint = snakemake(workdir, "--lint")
+    assert lint.returncode == 0, lint.stderr[-3000:]
+    assert not (workdir / "results").exists()  # nor does a lint (.ci/run lints a fresh clone)
 
 
 def test_a_target_off_the_grid_stops_before_any_job(tmp_path):
