@@ -150,6 +150,16 @@ def first_reach(curve: pd.Series, level: float, sign: float, window: int) -> flo
     return float(hit.index[0]) if len(hit) else math.nan
 
 
+def examples_per_step(cfg: StudyConfig, regime: str) -> int:
+    """What one training step of `regime` reads: RL episodes (prompts x group) or an SFT batch."""
+    return cfg.rl.prompts_per_step * cfg.rl.group_size if regime == "rl" else cfg.sft.batch_size
+
+
+def recalled_bits(n_facts: int, symbols: int, recalls, confidence: float) -> tuple[float, float, float]:
+    """The bits (Fano) each seed's greedy recall of a table of `n_facts` keys tells: mean and t interval."""
+    return interval([bits_recalled(n_facts, symbols, a) for a in recalls], confidence)
+
+
 def locked_wrong(runs: pd.DataFrame, confidence: float) -> dict:
     """How sure a method's wrong answers are, from its final weights on the test keys: `wrong` (greedy
     wrong), `locked_wrong` (no sample of `locked_samples` right, 1 - pass@k at the largest k; its t
@@ -191,7 +201,7 @@ def crossover_rows(
     rows = []
     for (regime, model), group in chosen.groupby(["regime", "model"]):
         full_recall = group[group.method == "fullft"].set_index("seed")["table_greedy"]
-        per_step = sub.rl.prompts_per_step * sub.rl.group_size if regime == "rl" else sub.sft.batch_size
+        per_step = examples_per_step(sub, regime)
         # Each method's plateau test (analysis.plateau), where it has one: FullFT's goal and every slope.
         tested = {m: tests.loc[(regime, model, m)] for m in group.method.unique() if (regime, model, m) in tests.index}
         full_test = tested.get("fullft")
@@ -201,8 +211,9 @@ def crossover_rows(
         window = max(1, round(steps * 0.05))
         for method, g in group.groupby("method"):
             # Greedy recall of the whole table at the checkpoints the primary score reads (tail or final).
-            recalled = [bits_recalled(n_facts, symbols, a) for a in g.sort_values("seed").table_greedy]
-            mean, low, high = interval(recalled, cfg.analysis.confidence)
+            mean, low, high = recalled_bits(
+                n_facts, symbols, g.sort_values("seed").table_greedy, cfg.analysis.confidence
+            )
             table_bits = n_facts * math.log2(symbols)
             row = {
                 "regime": regime,

@@ -37,9 +37,8 @@ from rankone.figures import (
     plot_updates,
 )
 from rankone import render
-from rankone.analysis import BOOTSTRAP, interval
-from rankone.capacity import LEARNED_RECALL
-from rankone.info import bits_recalled
+from rankone.analysis import BOOTSTRAP
+from rankone.capacity import LEARNED_RECALL, examples_per_step, recalled_bits
 from rankone.io import atomic_path, git_state, package_versions, read_json, read_jsonl, read_table
 from rankone.outputs import FIGURES, SECTIONS
 from rankone.paths import Layout
@@ -1205,11 +1204,8 @@ def recall_by_checkpoint(cfg: StudyConfig, checkpoints: pd.DataFrame) -> pd.Data
         if not task_of(cfg.tasks[regime]).stores_table:
             continue
         p = params_of(cfg.tasks[regime])
-        per_step = cfg.rl.prompts_per_step * cfg.rl.group_size if regime == "rl" else cfg.sft.batch_size
-        table_bits = p.n_facts * math.log2(p.alphabet**p.digits)
-        mean, low, high = interval(
-            [bits_recalled(p.n_facts, p.alphabet**p.digits, a) for a in g.table_greedy], cfg.analysis.confidence
-        )
+        symbols = p.alphabet**p.digits
+        mean, low, high = recalled_bits(p.n_facts, symbols, g.table_greedy, cfg.analysis.confidence)
         rows.append(
             {
                 "regime": regime,
@@ -1217,12 +1213,12 @@ def recall_by_checkpoint(cfg: StudyConfig, checkpoints: pd.DataFrame) -> pd.Data
                 "method": method,
                 "lr": lr,
                 "step": int(step),
-                "seen_a_key": int(step) * per_step / p.n_facts,
+                "seen_a_key": int(step) * examples_per_step(cfg, regime) / p.n_facts,
                 "seeds": len(g),
                 "table_recall": float(g.table_greedy.mean()),
                 "bits_recalled": mean,
                 "bits_low": max(low, 0.0),  # the t interval, clipped to what a table can hold
-                "bits_high": min(high, table_bits),
+                "bits_high": min(high, p.n_facts * math.log2(symbols)),
             }
         )
     return pd.DataFrame(rows)
