@@ -106,13 +106,13 @@ crossover-o_proj:
 	$(MAKE) crossover CROSSOVER_SIZES="n32-o_proj n64-o_proj n128-o_proj n256-o_proj n512-o_proj n1024-o_proj" CROSSOVER_OUT=results/crossover-o_proj
 
 # The crossover with rank 1 on the MLP of every block (2,304 parameters: the one partial scope that holds a whole
-# table by SFT, config/pilots/x-mid.yaml), 64 to 1,024 keys in both regimes and 2,048 by SFT alone (where
-# its SFT capacity is measured), its own page. FullFT's runs up to 1,024 keys are the o_proj crossover's
-# (the same config): after `make crossover-o_proj`, `make share-mlp` copies them instead of training them again.
+# table by SFT, config/pilots/x-mid.yaml), 64 to 2,048 keys in both regimes, its own page. FullFT's runs up
+# to 1,024 keys (MLP_SIZES) are the o_proj crossover's (the same config): after `make crossover-o_proj`,
+# `make share-mlp` copies them instead of training them again; at 2,048 keys (MLP_OWN_SIZES) it trains its own.
 MLP_SIZES := n64 n128 n256 n512 n1024
-MLP_SFT_SIZES := n2048
+MLP_OWN_SIZES := n2048
 crossover-mlp:
-	$(MAKE) crossover CROSSOVER_SIZES="$(MLP_SIZES:%=%-mlp) $(MLP_SFT_SIZES:%=%-mlp)" CROSSOVER_OUT=results/crossover-mlp
+	$(MAKE) crossover CROSSOVER_SIZES="$(MLP_SIZES:%=%-mlp) $(MLP_OWN_SIZES:%=%-mlp)" CROSSOVER_OUT=results/crossover-mlp
 
 share-mlp: env
 	for size in $(MLP_SIZES); do \
