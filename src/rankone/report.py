@@ -324,7 +324,8 @@ def _locked(table: pd.DataFrame, method: str, most: dict[str, int]) -> str:
     return (
         " On the test keys at the last step: "
         + "; ".join(parts)
-        + ". A key answered wrong in every sample gets no policy gradient, so RL cannot correct it; SFT's loss can."
+        + ". A key answered wrong in every sample gets no policy gradient from its own samples; SFT's loss still"
+        " reaches it."
     )
 
 
