@@ -227,6 +227,8 @@ BAD = [
     ({"rl": {"micro_batch": 128}}, "rl: micro_batch 128 must divide the step's 64 sequences"),
     ({"sft": {"micro_batch": 5}}, "sft: micro_batch 5 must divide the step's 64 sequences .batch_size"),
     ({"rl": {"truncated_is": 0}}, "rl.truncated_is"),
+    ({"rl": {"explore": 1.0}}, "rl.explore"),
+    ({"rl": {"explore": 0.25}}, "rl.explore: task 'arithmetic' cannot list its answers .Task.answer_space.: no floor"),
     ({"rollout": {"gpu_memory_utilization": 1.5}}, "rollout.gpu_memory_utilization"),
     (
         {

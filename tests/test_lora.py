@@ -232,3 +232,29 @@ def test_the_majority_control_is_fullft_rl_rewarded_for_agreeing_with_its_group(
         "lora-r1",
         "fullft",
     ]
+
+
+def test_a_saved_adapter_config_lists_its_sets_sorted_whatever_the_hash_seed(study, tmp_path):
+    import json
+
+    from peft import PeftConfig
+
+    from rankone.train.folder import steady_adapter_config
+
+    cfg, at = study
+    model, _ = load_base(at.model(cfg.models[0]))
+    policy = make_policy(model, "lora-r1", LORA, "all-linear")
+    policy.save_pretrained(tmp_path)
+    path = tmp_path / "adapter_config.json"
+    saved = json.loads(path.read_text())
+    modules = saved["target_modules"]
+    assert len(modules) > 2
+    saved["target_modules"] = sorted(modules, reverse=True)  # as peft may write it under another PYTHONHASHSEED
+    path.write_text(json.dumps(saved))
+    steady_adapter_config(policy, tmp_path)
+    again = json.loads(path.read_text())
+    assert again["target_modules"] == sorted(modules)
+    assert {k: v for k, v in again.items() if k != "target_modules"} == {
+        k: v for k, v in saved.items() if k != "target_modules"
+    }
+    assert set(PeftConfig.from_pretrained(tmp_path).target_modules) == set(modules)

@@ -21,7 +21,7 @@ from rankone.config import SUPPORTED_HEAD_SIZES, ConfigError, StudyConfig, forma
 from rankone.engines import ENGINES
 from rankone.objectives import BASELINES, LOSSES, TRAINERS, TRL_LOSSES
 from rankone.presets import PRESETS, TinyPreset, hub_shape, preset
-from rankone.tasks import TASKS, task_of
+from rankone.tasks import TASKS, params_of, task_of
 
 
 class _Invalid(Exception):
@@ -60,6 +60,7 @@ def check(cfg: StudyConfig, source: str = "config", tasks_checked: bool = False)
         _engine(cfg)
         _objectives(cfg)
         _trl(cfg)
+        _explore(cfg)
         _device(cfg)
         _models(cfg)
         _tiny_shapes(cfg)
@@ -119,6 +120,7 @@ TRL_KEEPS = {
     "calibration_alpha": 0.0,
     "truncated_is": None,
     "entropy_coef": 0.0,
+    "explore": 0.0,
 }
 
 
@@ -138,6 +140,15 @@ def _trl(cfg: StudyConfig) -> None:
     other = [m for m in cfg.methods if m in config.CONTROL_METHODS or config.method_kind(m) not in ("fullft", "lora")]
     if other:
         raise _Invalid("methods", f"rl.trainer trl trains FullFT and LoRA only, not {', '.join(other)}")
+
+
+def _explore(cfg: StudyConfig) -> None:
+    """rl.explore draws from every answer the RL task can have: a task that can list them."""
+    if not cfg.rl.explore or "rl" not in cfg.regimes:
+        return
+    spec = cfg.tasks["rl"]
+    if not task_of(spec).answer_space(params_of(spec)):
+        raise _Invalid("rl.explore", f"task {spec.name!r} cannot list its answers (Task.answer_space): no floor")
 
 
 def _device(cfg: StudyConfig) -> None:

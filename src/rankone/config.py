@@ -199,6 +199,16 @@ class RLConfig(Strict):
         "groups without reward variance too: a group whose rewards are all equal carries no policy gradient but "
         "still keeps exploring. 0: off (the original runs).",
     )
+    explore: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="Exploration floor: each sample is replaced, with this probability (a seeded draw), by an answer "
+        "drawn uniformly from every answer the task can have (the facts task's values), scored by the checker and "
+        "learned from like a sample, without an importance correction. A policy sure of a wrong answer samples only "
+        "it, so no baseline or entropy bonus gives that prompt a gradient; the floor still shows it the right one. "
+        "Its rows' sampler log-probs are the learner's, so the freshness check reads the engine's rows. 0: off.",
+    )
     max_logprob_gap: float = Field(
         1e-3, gt=0, description="Stop the run when the mean |sampler - learner| log-prob gap exceeds this."
     )

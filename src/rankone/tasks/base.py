@@ -36,6 +36,12 @@ class Task:
         """Entropy of the answers given the prompts under the generating process, if known."""
         return None
 
+    @classmethod
+    def answer_space(cls, params: BaseModel) -> list[str] | None:
+        """Every answer the task can have, when they are few enough to list (rl.explore draws from
+        them); None: not listable."""
+        return None
+
     @staticmethod
     def parse_answer(completion: str) -> str | None:
         """The final answer in a completion: the integer it consists of, else None."""

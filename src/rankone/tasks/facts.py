@@ -12,12 +12,17 @@ table of as many facts, with none of the train keys: it teaches the base model t
 
 from __future__ import annotations
 
+import itertools
 import math
 import string
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rankone.tasks.base import Task
+
+
+# The most values answer_space lists (4 decimal digits): beyond it rl.explore is refused.
+MAX_ANSWER_SPACE = 10_000
 
 
 class FactsParams(BaseModel):
@@ -76,6 +81,14 @@ class Facts(Task):
     @classmethod
     def information_bits(cls, params: FactsParams, rows: list[dict]) -> float:
         return len(rows) * params.digits * math.log2(params.alphabet)
+
+    @classmethod
+    def answer_space(cls, params: FactsParams) -> list[str] | None:
+        """Every value of the table's kind (alphabet ** digits of them), up to MAX_ANSWER_SPACE."""
+        if params.alphabet**params.digits > MAX_ANSWER_SPACE:
+            return None
+        symbols = string.digits[: params.alphabet]
+        return ["".join(v) for v in itertools.product(symbols, repeat=params.digits)]
 
     @staticmethod
     def parse_answer(completion: str) -> str | None:

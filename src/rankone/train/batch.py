@@ -33,6 +33,7 @@ class Round:
     rewards_B: torch.Tensor  # what the update learns from
     advantages_P_G: torch.Tensor
     keep_P: torch.Tensor  # groups that carry signal
+    explored_B: torch.Tensor | None = None  # rows the exploration floor replaced (rankone.train.explore)
 
     def __len__(self) -> int:
         return len(self.samples.texts)
@@ -67,6 +68,24 @@ class Batch:
     @functools.cached_property
     def mask_B_C(self) -> torch.Tensor:
         return pad_cat([x.samples.completion_mask_B_C for x in self.rounds]).float()
+
+    @functools.cached_property
+    def explored_B(self) -> torch.Tensor:
+        """Rows the exploration floor replaced (none without it)."""
+        return torch.cat(
+            [x.explored_B if x.explored_B is not None else torch.zeros(len(x), dtype=torch.bool) for x in self.rounds]
+        )
+
+    def sampled(self, values_B: torch.Tensor) -> torch.Tensor:
+        """A value per row, on the rows the engine sampled (all of them when none or every one was replaced)."""
+        explored_B = self.explored_B.to(values_B.device)
+        return values_B[~explored_B] if explored_B.any() and not explored_B.all() else values_B
+
+    @functools.cached_property
+    def sampled_mask_B_C(self) -> torch.Tensor:
+        """mask_B_C on the rows the engine sampled: what the freshness check and the entropy read."""
+        explored_B = self.explored_B.to(self.mask_B_C.device)
+        return self.mask_B_C * ~explored_B[:, None] if explored_B.any() and not explored_B.all() else self.mask_B_C
 
     @functools.cached_property
     def sampler_logprobs_B_C(self) -> torch.Tensor:

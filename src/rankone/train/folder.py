@@ -114,6 +114,22 @@ def identity(cfg: StudyConfig, run: RunId, model_dir: Path) -> dict:
     }
 
 
+def steady_adapter_config(policy, folder: Path) -> None:
+    """Rewrite the adapter_config.json peft just saved in `folder` with its set-valued fields
+    (target_modules, ...) sorted: peft writes a set as a list in hash order, which differs from
+    process to process, so the same run would not give the same bytes. No adapter: nothing."""
+    path = folder / "adapter_config.json"
+    configs = getattr(policy, "peft_config", None)
+    if not configs or not path.is_file():
+        return
+    saved = json.loads(path.read_text())
+    live = next(iter(configs.values()))
+    for key, value in vars(live).items():
+        if isinstance(value, set) and isinstance(saved.get(key), list):
+            saved[key] = sorted(saved[key])
+    path.write_text(json.dumps(saved, indent=2, sort_keys=True))  # as peft writes it
+
+
 def model_card(cfg: StudyConfig, run: RunId, model_dir: Path | None, step: int) -> str:
     """The README.md saved beside a run's weights in place of peft's blank card: the base model and
     its revision, task, method, lr, seed and step, and where the score is (the evaluate stage
@@ -289,6 +305,7 @@ class RunFolder:
         with atomic_path(folder) if self.group.main else contextlib.nullcontext(None) as tmp:
             self.group.save_pretrained(self.learner.policy, tmp)
             if tmp is not None:
+                steady_adapter_config(self.learner.policy, tmp)
                 (tmp / "README.md").write_text(model_card(self.cfg, self.run, self.model_dir, self.state.step))
 
     def finish(self, status: str, extra: dict | None = None) -> dict:

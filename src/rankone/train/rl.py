@@ -24,8 +24,10 @@ format-only reward or a fair coin (the controls); `variance_filter` drops groups
 no signal (under the group baseline: rewards all equal) and refills the batch from fresh
 prompts, and the run then ends at plain RL's episode budget; `calibration_alpha` subtracts a
 Brier term on the stated confidence (tasks that state one also log the batch's Brier score and
-calibration error each step). The logged `reward` is always the task's checker; `train_reward`
-is what the update saw.
+calibration error each step); `explore` replaces a seeded share of the samples by answers drawn
+uniformly from the task's answers (the exploration floor, rankone.train.explore), logged as
+`explored_share` and `explored_reward`. The logged `reward` is always the task's checker on the
+policy's own samples; `train_reward` is what the update saw.
 
 Every step checks that the sampler is the learner: the mean |log p_sampler -
 log p_learner| over sampled tokens is logged and the run stops when it passes
@@ -61,6 +63,7 @@ from rankone.tasks import task_of
 from rankone.tasks.confidence import brier_terms, calibration
 from rankone.train.batch import Batch, Round
 from rankone.train.distributed import GroupEngine
+from rankone.train.explore import ExplorationFloor
 from rankone.train.folder import RunFolder, RunState, progress
 from rankone.train.learner import Learner, diverged
 from rankone.train.pg import Advantages, Freshness, StaleSamplerError, importance_ratio, loss_of, sampler_gap
@@ -158,9 +161,11 @@ class Rollouts:
     `rl.variance_filter` refills from fresh prompts until prompts_per_step groups carry signal
     or the episode budget is spent."""
 
-    def __init__(self, engine, task, rows: list[dict], cfg: StudyConfig, seed: int, device, advantages, step: int):
+    def __init__(
+        self, engine, task, rows: list[dict], cfg: StudyConfig, seed: int, device, advantages, step: int, floor=None
+    ):
         self.engine, self.task, self.rows, self.rl, self.seed, self.device = engine, task, rows, cfg.rl, seed, device
-        self.temperature, self.advantages = cfg.rollout.temperature, advantages
+        self.temperature, self.advantages, self.floor = cfg.rollout.temperature, advantages, floor
         self.prompt_rng = random.Random(f"prompts:{seed}")
         for _ in range(step):  # resuming: replay the prompt draws already made
             self.prompt_rng.sample(rows, self.rl.prompts_per_step)
@@ -175,7 +180,7 @@ class Rollouts:
         """The step's batch: a round of `prompts`, and the variance filter's refills within the budget."""
         rl, G = self.rl, self.rl.group_size
         torch.manual_seed(self.seed * 1_000_003 + step)
-        rounds = [self.round(prompts, step)]
+        rounds = [self.round(prompts, step, 0)]
         if rl.variance_filter:  # refill the groups without signal from fresh prompts, within the budget
             refill = random.Random(f"refill:{self.seed}:{step}")
             while n := refill_size(
@@ -184,14 +189,18 @@ class Rollouts:
                 G,
             ):
                 torch.manual_seed(zlib.crc32(f"refill:{self.seed}:{step}:{len(rounds)}".encode()))
-                rounds.append(self.round(refill.sample(self.rows, n), step))
+                rounds.append(self.round(refill.sample(self.rows, n), step, len(rounds)))
         self.engine.sleep()  # on CUDA, vLLM gives its memory back to the learner until the next sync
         return Batch(rounds, self.temperature)
 
-    def round(self, prompts: list[dict], step: int) -> Round:
-        """Sample a group per prompt and score it: what one rollout call adds to the step."""
+    def round(self, prompts: list[dict], step: int, index: int) -> Round:
+        """Sample a group per prompt (the `index`-th rollout call of the step; under rl.explore some
+        samples replaced by the floor's answers) and score it: what one rollout call adds to the step."""
         rl, G = self.rl, self.rl.group_size
         samples = self.engine.sample([row["prompt"] for row in prompts], G).to(self.device)
+        explored_B = None
+        if self.floor is not None:
+            samples, explored_B = self.floor.apply(samples, step, index)
         answers = [prompts[i // G]["answer"] for i in range(len(samples.texts))]
         task_rewards_B = training_rewards("task", self.task, samples.texts, answers, self.seed, step)
         plain = rl.reward == "task" and not rl.calibration_alpha
@@ -211,7 +220,7 @@ class Rollouts:
             )
         )
         advantages_P_G, keep_P = self.advantages(rewards_B.to(self.device).view(len(prompts), G))
-        return Round(samples, task_rewards_B, rewards_B, advantages_P_G, keep_P)
+        return Round(samples, task_rewards_B, rewards_B, advantages_P_G, keep_P, explored_B)
 
 
 def open_engine(cfg: StudyConfig, run: RunId, learner: Learner, model_dir: Path):
@@ -263,7 +272,7 @@ def step_metrics(
 ):
     """One line of metrics.jsonl: what the step sampled, how fresh it was, what it learned. The step's
     episodes and information bound (each episode x its group's reward entropy) join `state`'s totals."""
-    mask_B_C, sampler_B_C, rewards_B = batch.mask_B_C, batch.sampler_logprobs_B_C, batch.rewards_B
+    mask_B_C, sampler_B_C, rewards_B = batch.sampled_mask_B_C, batch.sampler_logprobs_B_C, batch.rewards_B
     ratio_vals = importance_ratio(learner_B_C, sampler_B_C, mask_B_C)[mask_B_C.bool()]
     unparseable = unparseable_share(task, batch.texts)
     calibrated = calibration(batch.texts, batch.task_rewards_B.tolist()) if task.states_confidence else {}
@@ -272,7 +281,7 @@ def step_metrics(
     state.episodes += len(rewards_B)
     return {
         "step": step,
-        "reward": float(batch.task_rewards_B.mean()),  # the task's checker, whatever the trainer learns from
+        "reward": float(batch.sampled(batch.task_rewards_B).mean()),  # the task's checker on the policy's samples
         "train_reward": float(rewards_B.mean()),
         "zero_variance_share": float(1 - batch.keep_P.float().mean()),  # of the groups sampled
         "logprob_gap_mean": gap[0],
@@ -287,10 +296,22 @@ def step_metrics(
         "episodes": state.episodes,
         "grad_norm": grad_norm,
         "loss": float(loss.detach()),
-        "tokens": int(mask_B_C.sum()),
+        "tokens": int(batch.mask_B_C.sum()),
         "unparseable_share": unparseable,
         **({"groups_sampled": len(batch.keep_P), "groups_used": int(batch.keep_P.sum())} if rl.variance_filter else {}),
         **calibrated,
+        **(explored(batch) if rl.explore else {}),
+    }
+
+
+def explored(batch: Batch) -> dict:
+    """The exploration floor's share of the step's rows, and the checker's mean reward on them (the
+    logged `reward` is the other rows': the policy's own samples)."""
+    explored_B = batch.explored_B.to(batch.task_rewards_B.device)
+    n = int(explored_B.sum())
+    return {
+        "explored_share": n / len(explored_B),
+        "explored_reward": float(batch.task_rewards_B[explored_B].mean()) if n else None,
     }
 
 
@@ -306,8 +327,9 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
     state = folder.state
     engine = open_engine(cfg, run, learner, model_dir)
     advantages, loss = Advantages.of(rl, state.running_baseline), loss_of(rl)
+    floor = ExplorationFloor.of(cfg, run.path, learner, run.seed)
     rollouts = Rollouts(
-        engine, task, read_split(data_dir, "train"), cfg, run.seed, learner.device, advantages, state.step
+        engine, task, read_split(data_dir, "train"), cfg, run.seed, learner.device, advantages, state.step, floor
     )
     fresh = Freshness(rl.max_logprob_gap, rl.gap_noise_factor, rl.max_noise_floor, state.gap_floor)
     status, step = "completed", state.step
@@ -317,7 +339,7 @@ def train(cfg: StudyConfig, run: RunId, model_dir: Path, data_dir: Path, out_dir
             batch = rollouts.sample(prompts, step, state.episodes)
             t_sample = time.time() - t0
             step_loss, learner_B_C = batch.backward(learner, loss, rl.micro_batch)
-            gap = sampler_gap(learner_B_C, batch.sampler_logprobs_B_C, batch.mask_B_C)
+            gap = sampler_gap(learner_B_C, batch.sampler_logprobs_B_C, batch.sampled_mask_B_C)
             try:  # never learn from another policy's rollouts
                 state.gap_alarms += fresh.check(gap[0], f"{run.path} step {step}", engine.version, learner.version)
             except StaleSamplerError:

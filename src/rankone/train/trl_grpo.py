@@ -40,7 +40,7 @@ from rankone.objectives import TRL_LOSSES
 from rankone.models.load import load_base, make_policy, trainable_parameters
 from rankone.paths import snapshot
 from rankone.tasks import task_of
-from rankone.train.folder import identity, model_card, run_record, write_finished
+from rankone.train.folder import identity, model_card, run_record, steady_adapter_config, write_finished
 from rankone.train.rl import unparseable_share
 
 TRL_DIR, STATE = "trl", "rankone_state.json"
@@ -122,6 +122,7 @@ def save_weights(cfg: StudyConfig, run: RunId, policy, folder: Path, step: int, 
     """The policy's save_pretrained, with rankone's model card, written atomically."""
     with atomic_path(folder) as tmp:
         policy.save_pretrained(tmp)
+        steady_adapter_config(policy, tmp)
         (tmp / "README.md").write_text(model_card(cfg, run, model_dir, step))
 
 
