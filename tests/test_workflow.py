@@ -136,6 +136,23 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
     assert "sharpening.png" in sharpening and "nan" not in sharpening and "**llama-tiny**" in sharpening
 
 
+def test_a_study_without_rl_gets_no_rl_figure_on_its_page(smoke, monkeypatch):
+    """The page's sections follow the study's regimes: without RL, no RL curves, no bits by RL and no
+    sharpening profile (they would be empty axes), even from tables that hold RL rows."""
+    from rankone.report import build_sections, tables
+
+    monkeypatch.chdir(smoke)
+    cfg = load("config/smoke.yaml")
+    at = Layout(cfg)
+
+    def figures(study) -> set[str]:
+        return {b[1] for _, blocks in build_sections(study, at, **tables(at)) for b in blocks if isinstance(b, tuple)}
+
+    rl_only = {"rl_curves.png", "rl_bits.png", "sharpening.png"}
+    assert rl_only <= figures(cfg)
+    assert not rl_only & figures(cfg.model_copy(update={"regimes": ["sft"]}))
+
+
 def test_status_counts_the_extension_rounds_and_confirmation_runs(smoke, monkeypatch):
     from rankone.status import grid
 
