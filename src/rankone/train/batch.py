@@ -76,16 +76,22 @@ class Batch:
             [x.explored_B if x.explored_B is not None else torch.zeros(len(x), dtype=torch.bool) for x in self.rounds]
         )
 
+    @functools.cached_property
+    def sampled_B(self) -> torch.Tensor | None:
+        """The rows the engine sampled, where the floor replaced some but not all (None: read every row)."""
+        explored_B = self.explored_B
+        return ~explored_B if explored_B.any() and not explored_B.all() else None
+
     def sampled(self, values_B: torch.Tensor) -> torch.Tensor:
-        """A value per row, on the rows the engine sampled (all of them when none or every one was replaced)."""
-        explored_B = self.explored_B.to(values_B.device)
-        return values_B[~explored_B] if explored_B.any() and not explored_B.all() else values_B
+        """A value per row, on the rows the engine sampled (sampled_B)."""
+        return values_B if self.sampled_B is None else values_B[self.sampled_B.to(values_B.device)]
 
     @functools.cached_property
     def sampled_mask_B_C(self) -> torch.Tensor:
-        """mask_B_C on the rows the engine sampled: what the freshness check and the entropy read."""
-        explored_B = self.explored_B.to(self.mask_B_C.device)
-        return self.mask_B_C * ~explored_B[:, None] if explored_B.any() and not explored_B.all() else self.mask_B_C
+        """mask_B_C on the rows the engine sampled (sampled_B): what the freshness check and the entropy read."""
+        if self.sampled_B is None:
+            return self.mask_B_C
+        return self.mask_B_C * self.sampled_B.to(self.mask_B_C.device)[:, None]
 
     @functools.cached_property
     def sampler_logprobs_B_C(self) -> torch.Tensor:
