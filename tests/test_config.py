@@ -229,6 +229,10 @@ BAD = [
     ({"rl": {"truncated_is": 0}}, "rl.truncated_is"),
     ({"rl": {"explore": 1.0}}, "rl.explore"),
     ({"rl": {"explore": 0.25}}, "rl.explore: task 'arithmetic' cannot list its answers .Task.answer_space.: no floor"),
+    (
+        {"levers": {"variants": {"floor": {"explore": 0.25}}, "seeds": [0]}},
+        "levers.variants.floor.explore: task 'arithmetic' cannot list its answers",
+    ),
     ({"rollout": {"gpu_memory_utilization": 1.5}}, "rollout.gpu_memory_utilization"),
     (
         {

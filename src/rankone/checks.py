@@ -21,7 +21,7 @@ from rankone.config import SUPPORTED_HEAD_SIZES, ConfigError, StudyConfig, forma
 from rankone.engines import ENGINES
 from rankone.objectives import BASELINES, LOSSES, TRAINERS, TRL_LOSSES
 from rankone.presets import PRESETS, TinyPreset, hub_shape, preset
-from rankone.tasks import TASKS, params_of, task_of
+from rankone.tasks import TASKS, answers_of, task_of
 
 
 class _Invalid(Exception):
@@ -99,12 +99,17 @@ def _engine(cfg: StudyConfig) -> None:
         raise _Invalid("rollout.engine", f"unknown rollout engine {cfg.rollout.engine!r}; known: {known}")
 
 
-def _objectives(cfg: StudyConfig) -> None:
-    """rl.baseline and rl.loss, in the study and in each lever that sets them, are registered names."""
+def _rl_sections(cfg: StudyConfig) -> dict[str, dict]:
+    """The study's RL settings and each lever variant's changes to them, by where they are written."""
     sections = {"rl": cfg.rl.model_dump()}
     if cfg.levers is not None:
         sections |= {f"levers.variants.{name}": changes for name, changes in cfg.levers.variants.items()}
-    for where, rl in sections.items():
+    return sections
+
+
+def _objectives(cfg: StudyConfig) -> None:
+    """rl.baseline and rl.loss, in the study and in each lever that sets them, are registered names."""
+    for where, rl in _rl_sections(cfg).items():
         for field, registry in (("baseline", BASELINES), ("loss", LOSSES), ("trainer", TRAINERS)):
             if field in rl and rl[field] not in registry:
                 known = "; ".join(f"{name} ({choice.about})" for name, choice in registry.items())
@@ -143,12 +148,16 @@ def _trl(cfg: StudyConfig) -> None:
 
 
 def _explore(cfg: StudyConfig) -> None:
-    """rl.explore draws from every answer the RL task can have: a task that can list them."""
-    if not cfg.rl.explore or "rl" not in cfg.regimes:
+    """rl.explore, in the study or in a lever variant, draws from every answer the RL task can have: a
+    task that can list them."""
+    if "rl" not in cfg.regimes:
         return
     spec = cfg.tasks["rl"]
-    if not task_of(spec).answer_space(params_of(spec)):
-        raise _Invalid("rl.explore", f"task {spec.name!r} cannot list its answers (Task.answer_space): no floor")
+    for where, rl in _rl_sections(cfg).items():
+        if rl.get("explore") and not answers_of(spec):
+            raise _Invalid(
+                f"{where}.explore", f"task {spec.name!r} cannot list its answers (Task.answer_space): no floor"
+            )
 
 
 def _device(cfg: StudyConfig) -> None:

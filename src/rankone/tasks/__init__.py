@@ -55,10 +55,15 @@ def params_of(spec):
     return TASKS[spec.name].Params.model_validate(spec.params)
 
 
+def answers_of(spec) -> list[str] | None:
+    """Every answer a config task entry's task can have (Task.answer_space), or None: not listable."""
+    return task_of(spec).answer_space(params_of(spec))
+
+
 def measures_storage(cfg, regime: str) -> bool:
     """Whether `regime`'s runs get their final train NLL measured (bits absorbed, bits stored):
     always for SFT, and for RL on a table of known bits (the facts task)."""
     return regime == "sft" or task_of(cfg.tasks[regime]).stores_table
 
 
-__all__ = ["TASKS", "Task", "installed", "measures_storage", "params_of", "task_of"]
+__all__ = ["TASKS", "Task", "answers_of", "installed", "measures_storage", "params_of", "task_of"]

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from rankone.io import InputError
 from rankone.models.sequences import Samples, decode_completions, encode_completions
-from rankone.tasks import params_of, task_of
+from rankone.tasks import answers_of
 
 
 class ExplorationFloor:
@@ -37,7 +37,7 @@ class ExplorationFloor:
         if not cfg.rl.explore:
             return None
         spec = cfg.tasks["rl"]
-        space = task_of(spec).answer_space(params_of(spec))
+        space = answers_of(spec)
         if not space:
             raise InputError(f"{where}: rl.explore: task {spec.name!r} cannot list its answers (Task.answer_space)")
         if learner.group.size > 1:
