@@ -146,8 +146,11 @@ TOKENS = 16
 def rl_steps(policy, engine, fresh: Freshness, steps: int, lr: float, sync: bool, G: int = 2) -> list[float]:
     """Policy-gradient steps as the trainer takes them (coin rewards, so every group has signal),
     each checked for freshness before the update (the last step's gap only: no step sees its update);
-    `sync=False` never hands the update to the engine."""
-    optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=lr)
+    `sync=False` never hands the update to the engine, and the update is a seeded step of `lr` on every
+    trainable weight instead of a backward (the check that stops it reads versions, not gaps: the
+    costly part in bf16 is not what it tests)."""
+    trainable = [p for p in policy.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(trainable, lr=lr)
     gaps = []
     for step in range(steps):
         torch.manual_seed(step)
@@ -161,12 +164,16 @@ def rl_steps(policy, engine, fresh: Freshness, steps: int, lr: float, sync: bool
         fresh.check(gaps[-1], f"step {step}", engine.version, step)
         if step == steps - 1:  # no step follows to see this update: skip its backward (the costly part in bf16)
             break
+        if not sync:  # the policy moves by lr a weight; the engine keeps serving update 0
+            with torch.no_grad():
+                for p in trainable:
+                    p.add_(lr * torch.randn_like(p).sign())
+            continue
         advantages_P_G, keep_P = group_advantages((torch.arange(len(PROMPTS) * G) % 2).float().view(-1, G))
         policy_gradient_loss(learner_B_C, s.sampler_logprobs_B_C, mask_B_C, advantages_P_G, keep_P).backward()
         optimizer.step()
         optimizer.zero_grad()
-        if sync:
-            engine.sync(policy)
+        engine.sync(policy)
     return gaps
 
 

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from filelock import FileLock
 
 from rankone.config import RunId, load, validate
 from rankone.paths import Layout
 from rankone.train import TRAINERS
-from tests.conftest import smoke_dict
+from tests.conftest import shared_dir, smoke_dict
 
 RL_RUN = (
     "rl/llama-tiny/fullft/lr0.001/seed1",
@@ -27,17 +28,32 @@ RL_RUN = (
 SFT_RUN = ("sft/qwen3-tiny/lora-r1/lr0.01/seed0", {"sft": {"steps": 300, "batch_size": 16, "checkpoint_every": 10}})
 
 
-def killed_run(study, tmp_path: Path, path: str, section: dict, wait_for: str):
-    """Train `path` uninterrupted (the reference), then start it as a job and SIGKILL it at a
-    moment when `wait_for` is in its run folder. Returns (command, run folder, reference folder)."""
+@pytest.fixture(scope="session")
+def references(tmp_path_factory) -> Path:
+    """Where the uninterrupted runs are kept, one per run id, shared by the session's workers."""
+    folder = shared_dir(tmp_path_factory, "resume-references")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def killed_run(
+    study, tmp_path: Path, references: Path, path: str, section: dict, wait_for: str, reference: bool = True
+):
+    """Train `path` uninterrupted (the reference, unless not `reference`), then start it as a job and
+    SIGKILL it at a moment when `wait_for` is in its run folder. Returns (command, run folder,
+    reference folder)."""
     base, at = study
     config = tmp_path / "resume.yaml"
     config.write_text(yaml.safe_dump(smoke_dict(results_dir=base.results_dir, experiment=base.experiment, **section)))
     cfg, run = load(config), RunId.parse(path)
     out = Layout(cfg).train(run)
     shutil.rmtree(out, ignore_errors=True)  # another test's run of the same id
-    reference = tmp_path / "reference"
-    TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), reference)
+    reference_dir = references / path.replace("/", "_")
+    if reference:  # the same run for every test that kills it: trained once per session
+        with FileLock(f"{reference_dir}.lock"):
+            if not (reference_dir / "run.json").is_file():
+                shutil.rmtree(reference_dir, ignore_errors=True)
+                TRAINERS[run.regime](cfg, run, at.model(run.model), at.data(run.regime), reference_dir)
 
     cmd = [sys.executable, "-m", "rankone", "train", "--config", str(config), "--run", path]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -46,7 +62,7 @@ def killed_run(study, tmp_path: Path, path: str, section: dict, wait_for: str):
     proc.wait()
     assert not (out / "run.json").exists(), "a killed run must not look complete"
     assert (out / "checkpoint" / "state.json").is_file()
-    return cmd, out, reference
+    return cmd, out, reference_dir
 
 
 def freeze_when(proc: subprocess.Popen, ready, timeout: float = 120) -> None:
@@ -77,8 +93,8 @@ def assert_same_as_reference(out: Path, reference: Path) -> None:
 
 
 @pytest.mark.parametrize("path, section", [SFT_RUN, RL_RUN], ids=["sft-lora", "rl-fullft"])
-def test_sigkill_then_rerun_matches_an_uninterrupted_run(study, tmp_path, path, section):
-    cmd, out, reference = killed_run(study, tmp_path, path, section, "checkpoint")
+def test_sigkill_then_rerun_matches_an_uninterrupted_run(study, tmp_path, references, path, section):
+    cmd, out, reference = killed_run(study, tmp_path, references, path, section, "checkpoint")
     rerun = subprocess.run(cmd, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "resumed from step" in rerun.stderr
@@ -99,8 +115,8 @@ def truncate(file: Path) -> None:
     ],
     ids=["newest", "both"],
 )
-def test_a_truncated_checkpoint_is_set_aside_and_the_run_completes(study, tmp_path, broken, file, expected):
-    cmd, out, reference = killed_run(study, tmp_path, *RL_RUN, "checkpoint.prev")
+def test_a_truncated_checkpoint_is_set_aside_and_the_run_completes(study, tmp_path, references, broken, file, expected):
+    cmd, out, reference = killed_run(study, tmp_path, references, *RL_RUN, "checkpoint.prev")
     for name in broken:  # as a full disk would leave them
         truncate(out / name / file)
     rerun = subprocess.run(cmd, capture_output=True, text=True)
@@ -112,10 +128,12 @@ def test_a_truncated_checkpoint_is_set_aside_and_the_run_completes(study, tmp_pa
     assert len(list(out.glob("checkpoint.unreadable-*"))) == len(broken), "set aside, not deleted"
 
 
-def test_a_checkpoint_of_another_config_is_ignored(study, tmp_path):
+def test_a_checkpoint_of_another_config_is_ignored(study, tmp_path, references):
     """After a rollout, pretrain or architecture change (or another base model) a leftover
     checkpoint is not resumed."""
-    cmd, out, reference = killed_run(study, tmp_path, *RL_RUN, "checkpoint")
+    cmd, out, _ = killed_run(
+        study, tmp_path, references, *RL_RUN, "checkpoint", reference=False
+    )  # nothing to compare with
     config = Path(cmd[cmd.index("--config") + 1])
     data = yaml.safe_load(config.read_text())
     data["rollout"]["temperature"] = 0.7

@@ -56,13 +56,14 @@ def write_split(path: Path, rows: list[dict]) -> str:
 
 
 def read_split(data_dir: Path, split: str) -> list[dict]:
-    """The rows of one split written by the data stage (read straight from its Parquet: no cache files)."""
+    """The rows of one split written by the data stage (read straight from its Parquet: no cache files;
+    one file, so no pyarrow.dataset, which imports pandas)."""
     import pyarrow.parquet as pq
 
     path = Path(data_dir) / f"{split}.parquet"
     if not path.is_file():
         raise DataError(f"{path} is missing; run the data stage first")
-    return pq.read_table(path).to_pylist()
+    return pq.ParquetFile(path).read().to_pylist()
 
 
 def verify(data_dir: Path) -> dict:

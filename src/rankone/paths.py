@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from rankone.config import RunId, StudyConfig
 from rankone.io import atomic_path
 from rankone.outputs import TABLES
+
+if TYPE_CHECKING:  # a train or models job never reads a table: pandas (0.5 s to import) stays out of it
+    import pandas as pd
 
 SNAPSHOTS = "snapshots"  # in a run's folder: the weights at each late checkpoint
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rankone.analysis import chosen, extension_lrs
 from rankone.config import ConfigError, StudyConfig
 from rankone.paths import Layout
 
@@ -53,6 +52,8 @@ class SubStudy:
     def study(self, cfg: StudyConfig, at: Layout, with_runs: bool = True) -> StudyConfig:
         """Its config. A capacity sub-study that takes select's lrs lists no runs until select has
         run, or without `with_runs` (enough for its data)."""
+        from rankone.analysis import chosen, extension_lrs  # pandas: only a job that reads select's tables
+
         if self.kind == "lever":
             return cfg.lever_study(self.key)
         if self.kind == "confirm":
@@ -94,6 +95,8 @@ def confirmations(cfg: StudyConfig, at: Layout) -> list[tuple[SubStudy, StudyCon
     the lrs they run at (none before, or where its table lacks a method: select has to run again)."""
     if not at.table("best_lr.csv").is_file():
         return []
+    from rankone.analysis import chosen
+
     try:
         lrs = chosen(at)
         return [(SubStudy("confirm", g), cfg.confirm_study(lrs, g)) for g in cfg.confirmed_regimes()]
