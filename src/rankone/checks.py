@@ -153,11 +153,11 @@ def _explore(cfg: StudyConfig) -> None:
     if "rl" not in cfg.regimes:
         return
     spec = cfg.tasks["rl"]
-    for where, rl in _rl_sections(cfg).items():
-        if rl.get("explore") and not answers_of(spec):
-            raise _Invalid(
-                f"{where}.explore", f"task {spec.name!r} cannot list its answers (Task.answer_space): no floor"
-            )
+    asking = [where for where, rl in _rl_sections(cfg).items() if rl.get("explore")]
+    if asking and not answers_of(spec):  # the task's answers listed once, whichever sections ask
+        raise _Invalid(
+            f"{asking[0]}.explore", f"task {spec.name!r} cannot list its answers (Task.answer_space): no floor"
+        )
 
 
 def _device(cfg: StudyConfig) -> None:
