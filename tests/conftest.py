@@ -201,7 +201,7 @@ BROKEN_RULE = (
 )
 
 
-def start_snakemake(name: str, workdir: Path, *args: str) -> None:
+def start_snakemake(name: str, workdir: Path, *args: str, env: dict | None = None) -> None:
     """Run Snakemake in `workdir` in the background (its stderr in snakemake.log); `finished` waits for it."""
     runs = runs_dir()
     (runs / f"{name}.path").write_text(str(workdir))
@@ -210,10 +210,27 @@ def start_snakemake(name: str, workdir: Path, *args: str) -> None:
     BACKGROUND[name] = subprocess.Popen(  # its own process group: the session's end stops Snakemake and its jobs
         ["sh", "-c", wrapper, "sh", *command],
         cwd=workdir,
-        env=venv_env(),
+        env=venv_env(**(env or {})),
         stdout=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+
+def start_jobserver(name: str, workdir: Path, config: str) -> dict:
+    """A `rankone jobserver` for the checkout in `workdir` (its log in jobserver.log, stopped with the
+    session): the environment that sends that checkout's stage jobs to it. A job that starts before
+    it listens runs in a process of its own, as every job does without one."""
+    socket_path = workdir / ".jobserver.sock"
+    with open(workdir / "jobserver.log", "w") as log:
+        BACKGROUND[f"{name}-jobserver"] = subprocess.Popen(
+            [sys.executable, "-m", "rankone", "jobserver", "--socket", str(socket_path), "--config", config],
+            cwd=workdir,
+            env=venv_env(PYTHONPATH=str(workdir / "src")),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+        )
+    return {"RANKONE_JOBSERVER": str(socket_path)}
 
 
 def started(name: str) -> bool:
@@ -231,10 +248,13 @@ def finished(name: str, timeout: float = 1800) -> tuple[int, Path]:
     return int(rc.read_text()), Path((runs / f"{name}.path").read_text())
 
 
-def start_study(name: str, *args: str, configs=("config/smoke.yaml",)) -> None:
-    """Run a study in a fresh copy of the workflow in the background; `finished_study` waits for it."""
+def start_study(name: str, *args: str, configs=("config/smoke.yaml",), jobserver: bool = False) -> None:
+    """Run a study in a fresh copy of the workflow in the background; `finished_study` waits for it.
+    With `jobserver`, its stage jobs are forked by a `rankone jobserver` of that copy (rankone.jobserver:
+    the same bytes, without each job importing torch, transformers and peft anew)."""
     workdir = copy_workflow(Path(tempfile.mkdtemp(prefix=f"rankone-{name}-")))
-    start_snakemake(name, workdir, *args, "--configfile", *configs)
+    env = start_jobserver(name, workdir, configs[0]) if jobserver else None
+    start_snakemake(name, workdir, *args, "--configfile", *configs, env=env)
 
 
 def study_copy(study: Path, dest: Path) -> Path:
@@ -273,9 +293,11 @@ def pytest_sessionstart(session):
     os.environ[RUNS_ENV] = tempfile.mkdtemp(prefix="rankone-test-runs-")  # the workers inherit it
     if os.environ.get("RANKONE_SLURM") == "1":
         start_slurm()
-    start_study("smoke", "--cores", "2")
+    # The smoke studies' jobs start warm (a jobserver each); the SLURM cell's go through sbatch as a cluster's do.
+    start_study("smoke", "--cores", "2", jobserver=True)
     if importlib.util.find_spec("vllm"):
-        start_study("smoke-vllm", "--cores", "1", configs=("config/smoke.yaml", "config/smoke-vllm.yaml"))
+        configs = ("config/smoke.yaml", "config/smoke-vllm.yaml")
+        start_study("smoke-vllm", "--cores", "1", configs=configs, jobserver=True)
 
 
 def start_slurm() -> None:

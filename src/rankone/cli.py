@@ -21,6 +21,8 @@ from rankone.config import ConfigError, RunId, StudyConfig, json_schema, layered
 from rankone.data import DataError
 from rankone.gpus import claim_for_job
 from rankone.io import InputError, log, pin_cpu_kernels, setup_logging
+from rankone.jobserver import ENV as JOBSERVER_ENV
+from rankone.jobserver import forward, refuse_other_kernels
 from rankone.paths import Layout
 
 
@@ -328,6 +330,7 @@ COMMAND_GROUPS = {
         "levers",
         "truncation",
         "report",
+        "jobserver",
     ],
     "publish": ["publish", "findings"],
     "maintainer": ["schema", "captions"],
@@ -448,6 +451,13 @@ def main(argv: list[str] | None = None) -> int:
         "findings", help="docs/findings.md and the README's findings block, from the published reports under reports/"
     )
     findings.set_defaults(func=None)
+    jobserver = sub.add_parser(
+        "jobserver",
+        help=f"import the stage libraries once, then fork each stage command run with {JOBSERVER_ENV}=SOCKET",
+    )
+    jobserver.add_argument("--socket", required=True, help="the Unix socket to listen on (an old one replaced)")
+    jobserver.add_argument("--config", required=True, help="study config YAML: its cpu_kernels, pinned for every job")
+    jobserver.set_defaults(func=None)
     captions = sub.add_parser(
         "captions",
         help="workflow/report/*.rst, Snakemake's report captions, from the figure registry (rankone.figures.FIGURES)",
@@ -555,6 +565,17 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"Written: {len(write_captions())} caption files under workflow/report/")
         return 0
+    if args.command == "jobserver":
+        from rankone.jobserver import serve
+
+        try:
+            kernels = load(args.config).cpu_kernels
+        except (ConfigError, InputError) as err:
+            log.error("%s", err)
+            return 2
+        listening = f"jobserver: {args.socket} listens ({kernels} kernels)"
+        serve(Path(args.socket), kernels, entry, lambda: log.info("%s", listening))
+        return 0
     if args.command == "findings":
         from rankone.publish import FINDINGS, write_findings
 
@@ -569,6 +590,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg = load(args.config)
         claim_for_job()  # a GPU job on a local box: its own GPU ids, before torch starts
         pin_cpu_kernels(cfg.cpu_kernels)
+        refuse_other_kernels(cfg.cpu_kernels)
         if args.command == "train" and launched():
             from rankone.train.distributed import check_world
 
@@ -599,7 +621,9 @@ def entry() -> int:
     """The `rankone` command: `main`, and a reader that leaves early (`rankone runs | head`) ends it
     quietly, as it does a Unix tool, not with a traceback."""
     try:
-        code = main()
+        code = forward(sys.argv[1:], set(COMMAND_GROUPS["stages (each Snakemake job runs one)"]) - {"jobserver"})
+        if code is None:  # no jobserver, or not one for this command: run it here
+            code = main()
         sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python exits

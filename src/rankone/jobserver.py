@@ -1,0 +1,208 @@
+"""Warm job starts: a process that has imported torch, transformers and peft once forks each job.
+
+A stage job on a CPU spends most of a small study's time importing its libraries (about 5-7 s a
+job here, against 1-3 s of work in the smoke study). `rankone jobserver --socket PATH` imports them
+once and waits; a `rankone` stage command run with RANKONE_JOBSERVER=PATH in its environment hands
+its arguments, working folder, environment and standard streams to the server, which forks a child
+that runs the command as a fresh process would, and the command exits with the child's status.
+Nothing changes in what a job computes: the server pins the CPU kernels before it imports torch and
+runs no torch op itself, as a fresh job pins them before its first op, and a job whose config asks
+for other kernels, whose `rankone` is another checkout's, or that asks for GPUs runs in its own
+process as before. Without a server (none named, none listening) every command runs as it always did.
+
+Signals reach the job: SIGTERM, SIGINT and SIGHUP sent to the command are passed on to the child,
+and a command killed outright (SIGKILL) takes its child with it (the server sees its connection close).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from rankone.io import log, pin_cpu_kernels
+
+ENV = "RANKONE_JOBSERVER"
+# The kernels the server pinned, as its children see them (a child whose config pins other ones refuses).
+KERNELS_ENV = "RANKONE_JOBSERVER_KERNELS"
+# What a child exits with when it cannot run in the server (its config's kernels): before any work, so the
+# command runs the job in its own process instead. No rankone command exits with it otherwise (0, 1 or 2).
+REFUSED = 75
+# What the stage jobs import (by name: this module sits below the stages and imports none of them).
+PRELOAD = ("torch", "transformers.modeling_utils", "peft", "pandas", "rankone.train.rl", "rankone.evaluate")
+MESSAGE = 1 << 20
+
+
+def package() -> str:
+    """The rankone package this process runs (a server serves only commands of its own checkout)."""
+    return str(Path(__file__).resolve().parent)
+
+
+# The client: `rankone` itself, before it imports anything of its own.
+
+
+def forward(argv: list[str], commands: set[str]) -> int | None:
+    """Run `argv` (a stage command, one of `commands`) in the server RANKONE_JOBSERVER names and return its
+    exit status; None where it should run here instead (no server, another checkout's, a GPU job, refused)."""
+    path = os.environ.get(ENV)
+    if not path or not argv or argv[0] not in commands or os.environ.get("RANKONE_GPUS", "0") not in ("", "0"):
+        return None
+    request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "package": package()}
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.connect(path)
+        socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
+        reply = json.loads(conn.recv(MESSAGE) or b"{}")
+    except (OSError, ValueError):
+        conn.close()
+        return None
+    if "pid" not in reply:  # refused (another checkout) or the server went away
+        conn.close()
+        return None
+    pid = reply["pid"]
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda number, frame: _signal(pid, number))
+    try:
+        done = json.loads(conn.recv(MESSAGE) or b"{}")
+    finally:
+        conn.close()
+    code = done.get("exit")
+    if code is None:
+        return 1
+    if code == REFUSED:
+        return None
+    return 128 - code if code < 0 else code  # killed by a signal: the shell's convention
+
+
+def _signal(pid: int, number: int) -> None:
+    try:
+        os.kill(pid, number)
+    except ProcessLookupError:
+        pass
+
+
+# The child: what `rankone.cli.main` asks once it has read the job's config.
+
+
+def refuse_other_kernels(kernels: str) -> None:
+    """In a job forked by a server: exit REFUSED, before any work, where the config pins other CPU
+    kernels than the server did (they take at a process's first op: the server's are set)."""
+    served = os.environ.get(KERNELS_ENV)
+    if served is not None and served != kernels:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(REFUSED)
+
+
+# The server.
+
+
+def serve(path: Path, kernels: str, run: Callable[[], int], ready: Callable[[], None] | None = None) -> None:
+    """Pin `kernels`, import the stage libraries, then fork a child for each command that connects to
+    the socket at `path`, until killed; the child runs `run` (the command line's entry, with
+    sys.argv the command's) and exits with what it returns. `ready` is called once the socket listens."""
+    pin_cpu_kernels(kernels)
+    for name in PRELOAD:
+        importlib.import_module(name)
+    path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(str(path))
+    listener.listen(16)
+    if ready:
+        ready()
+    while True:
+        conn, _ = listener.accept()
+        try:
+            data, fds, _, _ = socket.recv_fds(conn, MESSAGE, 3)
+            request = json.loads(data)
+        except (OSError, ValueError):
+            conn.close()
+            continue
+        if request.get("package") != package() or len(fds) != 3:
+            log.info("jobserver: %s is another checkout's rankone: it runs in its own process", request.get("package"))
+            conn.send(json.dumps({"refused": f"this server runs {package()}"}).encode())
+            _close(fds)
+            conn.close()
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            conn.close()
+            _run_child(request, fds, kernels, run)
+        _close(fds)
+        log.info("jobserver: pid %d runs rankone %s (in %s)", pid, " ".join(request["argv"]), request["cwd"])
+        conn.send(json.dumps({"pid": pid}).encode())
+        threading.Thread(target=_watch, args=(conn, pid), daemon=True).start()
+
+
+def _close(fds) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
+def _watch(conn: socket.socket, pid: int) -> None:
+    """Send the child's exit status to its command; kill the child if the command goes first."""
+    done = threading.Event()
+
+    def reap() -> None:
+        _, status = os.waitpid(pid, 0)
+        done.set()
+        code = os.waitstatus_to_exitcode(status)
+        if code == REFUSED:
+            log.info("jobserver: pid %d: its config pins other CPU kernels: it runs in its own process", pid)
+        else:
+            log.info("jobserver: pid %d exited with %d", pid, code)
+        try:
+            conn.send(json.dumps({"exit": code}).encode())
+        except OSError:
+            pass
+
+    threading.Thread(target=reap, daemon=True).start()
+    try:
+        conn.recv(1)  # nothing comes: returns when the command closes its end (done, or killed)
+    except OSError:
+        pass
+    if not done.is_set():
+        _signal(pid, signal.SIGKILL)
+    conn.close()
+
+
+def _run_child(request: dict, fds, kernels: str, run: Callable[[], int]) -> None:
+    """In the forked child: become the command (its streams, folder, environment, arguments), run it, exit."""
+    code = 1
+    try:
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        _close(fds)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.environ.pop(ENV, None)  # the job's own commands (torchrun's workers) start as they always did
+        os.environ[KERNELS_ENV] = kernels
+        sys.argv = ["rankone", *request["argv"]]
+        code = run()
+    except SystemExit as stop:  # argparse's usage errors and --help
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except BaseException:  # as a fresh process would: the traceback on stderr, status 1
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
