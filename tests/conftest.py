@@ -219,8 +219,9 @@ def start_snakemake(name: str, workdir: Path, *args: str, env: dict | None = Non
 def start_jobserver(name: str, workdir: Path, config: str) -> dict:
     """A `rankone jobserver` for the checkout in `workdir` (its log in jobserver.log, stopped with the
     session): the environment that sends that checkout's stage jobs to it. A job that starts before
-    it listens runs in a process of its own, as every job does without one."""
-    socket_path = workdir / ".jobserver.sock"
+    it listens runs in a process of its own, as every job does without one. The socket lies outside
+    `workdir`, which tests copy (study_copy: a socket is no file to copy)."""
+    socket_path = runs_dir() / f"{name}.sock"
     with open(workdir / "jobserver.log", "w") as log:
         BACKGROUND[f"{name}-jobserver"] = subprocess.Popen(
             [sys.executable, "-m", "rankone", "jobserver", "--socket", str(socket_path), "--config", config],

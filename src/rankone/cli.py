@@ -569,12 +569,13 @@ def main(argv: list[str] | None = None) -> int:
         from rankone.jobserver import serve
 
         try:
-            kernels = load(args.config).cpu_kernels
+            cfg = load(args.config)
         except (ConfigError, InputError) as err:
             log.error("%s", err)
             return 2
-        listening = f"jobserver: {args.socket} listens ({kernels} kernels)"
-        serve(Path(args.socket), kernels, entry, lambda: log.info("%s", listening))
+        listening = f"jobserver: {args.socket} listens ({cfg.cpu_kernels} kernels)"
+        vllm = ("vllm",) if cfg.rollout.engine == "vllm" else ()  # a vLLM study's sampling jobs: vLLM too
+        serve(Path(args.socket), cfg.cpu_kernels, entry, lambda: log.info("%s", listening), vllm)
         return 0
     if args.command == "findings":
         from rankone.publish import FINDINGS, write_findings

@@ -104,12 +104,19 @@ def refuse_other_kernels(kernels: str) -> None:
 # The server.
 
 
-def serve(path: Path, kernels: str, run: Callable[[], int], ready: Callable[[], None] | None = None) -> None:
-    """Pin `kernels`, import the stage libraries, then fork a child for each command that connects to
-    the socket at `path`, until killed; the child runs `run` (the command line's entry, with
-    sys.argv the command's) and exits with what it returns. `ready` is called once the socket listens."""
+def serve(
+    path: Path,
+    kernels: str,
+    run: Callable[[], int],
+    ready: Callable[[], None] | None = None,
+    also: tuple[str, ...] = (),
+) -> None:
+    """Pin `kernels`, import the stage libraries (and the modules named in `also`), then fork a child
+    for each command that connects to the socket at `path`, until killed; the child runs `run` (the
+    command line's entry, with sys.argv the command's) and exits with what it returns. `ready` is
+    called once the socket listens."""
     pin_cpu_kernels(kernels)
-    for name in PRELOAD:
+    for name in (*PRELOAD, *also):
         importlib.import_module(name)
     path.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
