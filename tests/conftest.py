@@ -216,7 +216,7 @@ def start_snakemake(name: str, workdir: Path, *args: str, env: dict | None = Non
     )
 
 
-def start_jobserver(name: str, workdir: Path, config: str) -> dict:
+def start_jobserver(name: str, workdir: Path, configs) -> dict:
     """A `rankone jobserver` for the checkout in `workdir` (its log in jobserver.log, stopped with the
     session): the environment that sends that checkout's stage jobs to it. A job that starts before
     it listens runs in a process of its own, as every job does without one. The socket lies outside
@@ -224,7 +224,7 @@ def start_jobserver(name: str, workdir: Path, config: str) -> dict:
     socket_path = runs_dir() / f"{name}.sock"
     with open(workdir / "jobserver.log", "w") as log:
         BACKGROUND[f"{name}-jobserver"] = subprocess.Popen(
-            [sys.executable, "-m", "rankone", "jobserver", "--socket", str(socket_path), "--config", config],
+            [sys.executable, "-m", "rankone", "jobserver", "--socket", str(socket_path), "--config", *configs],
             cwd=workdir,
             env=venv_env(PYTHONPATH=str(workdir / "src")),
             stdout=subprocess.DEVNULL,
@@ -254,7 +254,7 @@ def start_study(name: str, *args: str, configs=("config/smoke.yaml",), jobserver
     With `jobserver`, its stage jobs are forked by a `rankone jobserver` of that copy (rankone.jobserver:
     the same bytes, without each job importing torch, transformers and peft anew)."""
     workdir = copy_workflow(Path(tempfile.mkdtemp(prefix=f"rankone-{name}-")))
-    env = start_jobserver(name, workdir, configs[0]) if jobserver else None
+    env = start_jobserver(name, workdir, configs) if jobserver else None
     start_snakemake(name, workdir, *args, "--configfile", *configs, env=env)
 
 

@@ -456,7 +456,9 @@ def main(argv: list[str] | None = None) -> int:
         help=f"import the stage libraries once, then fork each stage command run with {JOBSERVER_ENV}=SOCKET",
     )
     jobserver.add_argument("--socket", required=True, help="the Unix socket to listen on (an old one replaced)")
-    jobserver.add_argument("--config", required=True, help="study config YAML: its cpu_kernels, pinned for every job")
+    jobserver.add_argument(
+        "--config", required=True, nargs="+", metavar="YAML", help="study config (files layered as check layers them)"
+    )
     jobserver.set_defaults(func=None)
     captions = sub.add_parser(
         "captions",
@@ -569,12 +571,12 @@ def main(argv: list[str] | None = None) -> int:
         from rankone.jobserver import serve
 
         try:
-            cfg = load(args.config)
+            cfg = layered_study(args.config)  # its cpu_kernels are pinned for every job
         except (ConfigError, InputError) as err:
             log.error("%s", err)
             return 2
-        listening = f"jobserver: {args.socket} listens ({cfg.cpu_kernels} kernels)"
         vllm = ("vllm",) if cfg.rollout.engine == "vllm" else ()  # a vLLM study's sampling jobs: vLLM too
+        listening = f"jobserver: {args.socket} listens ({cfg.cpu_kernels} kernels{', vLLM' if vllm else ''})"
         serve(Path(args.socket), cfg.cpu_kernels, entry, lambda: log.info("%s", listening), vllm)
         return 0
     if args.command == "findings":
