@@ -577,7 +577,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         vllm = ("vllm",) if cfg.rollout.engine == "vllm" else ()  # a vLLM study's sampling jobs: vLLM too
         listening = f"jobserver: {args.socket} listens ({cfg.cpu_kernels} kernels{', vLLM' if vllm else ''})"
-        serve(Path(args.socket), cfg.cpu_kernels, entry, lambda: log.info("%s", listening), vllm)
+        try:
+            serve(Path(args.socket), cfg.cpu_kernels, entry, lambda: log.info("%s", listening), vllm)
+        except InputError as err:
+            log.error("%s", err)
+            return 2
         return 0
     if args.command == "findings":
         from rankone.publish import FINDINGS, write_findings

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from rankone.io import log, pin_cpu_kernels
+from rankone.io import InputError, log, pin_cpu_kernels
 
 ENV = "RANKONE_JOBSERVER"
 # The kernels the server pinned, as its children see them (a child whose config pins other ones refuses).
@@ -38,6 +38,7 @@ REFUSED = 75
 # What the stage jobs import (by name: this module sits below the stages and imports none of them).
 PRELOAD = ("torch", "transformers.modeling_utils", "peft", "pandas", "rankone.train.rl", "rankone.evaluate")
 MESSAGE = 1 << 20
+SOCKET_PATH_MAX = 107  # sun_path's 108 bytes, less the terminating NUL
 
 
 def package() -> str:
@@ -115,12 +116,19 @@ def serve(
     for each command that connects to the socket at `path`, until killed; the child runs `run` (the
     command line's entry, with sys.argv the command's) and exits with what it returns. `ready` is
     called once the socket listens."""
+    if not path.parent.is_dir():
+        raise InputError(f"jobserver: the socket's folder {path.parent} does not exist")
+    if len(os.fsencode(path)) > SOCKET_PATH_MAX:
+        raise InputError(f"jobserver: socket path {path} is over the {SOCKET_PATH_MAX} bytes a Unix socket's takes")
     pin_cpu_kernels(kernels)
     for name in (*PRELOAD, *also):
         importlib.import_module(name)
-    path.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(str(path))
+    try:
+        path.unlink(missing_ok=True)
+        listener.bind(str(path))
+    except OSError as err:
+        raise InputError(f"jobserver: cannot listen on {path}: {err.strerror}") from None
     listener.listen(16)
     if ready:
         ready()
