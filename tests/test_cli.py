@@ -186,8 +186,9 @@ def test_evaluate_names_an_off_grid_method_and_missing_data_in_one_line(tmp_path
 
 
 def test_help_lists_every_command_once_in_its_group():
-    """`rankone --help` groups the commands (check and size, inspect, stages, publish, maintainer); a
-    command added without a group fails here (argparse's own list of choices names every command)."""
+    """`rankone --help` groups the commands (check and size, inspect, stages, warm starts, publish,
+    maintainer); a command added without a group fails here (argparse's own list of choices names every
+    command)."""
     import re
 
     from rankone.cli import COMMAND_GROUPS

@@ -330,8 +330,8 @@ COMMAND_GROUPS = {
         "levers",
         "truncation",
         "report",
-        "jobserver",
     ],
+    "start stage jobs warm": ["jobserver"],
     "publish": ["publish", "findings"],
     "maintainer": ["schema", "captions"],
 }
@@ -572,14 +572,10 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             cfg = layered_study(args.config)  # its cpu_kernels are pinned for every job
-        except (ConfigError, InputError) as err:
-            log.error("%s", err)
-            return 2
-        vllm = ("vllm",) if cfg.rollout.engine == "vllm" else ()  # a vLLM study's sampling jobs: vLLM too
-        listening = f"jobserver: {args.socket} listens ({cfg.cpu_kernels} kernels{', vLLM' if vllm else ''})"
-        try:
+            vllm = ("vllm",) if cfg.rollout.engine == "vllm" else ()  # a vLLM study's sampling jobs: vLLM too
+            listening = f"jobserver: {args.socket} listens ({cfg.cpu_kernels} kernels{', vLLM' if vllm else ''})"
             serve(Path(args.socket), cfg.cpu_kernels, entry, lambda: log.info("%s", listening), vllm)
-        except InputError as err:
+        except (ConfigError, InputError) as err:
             log.error("%s", err)
             return 2
         return 0
@@ -628,7 +624,7 @@ def entry() -> int:
     """The `rankone` command: `main`, and a reader that leaves early (`rankone runs | head`) ends it
     quietly, as it does a Unix tool, not with a traceback."""
     try:
-        code = forward(sys.argv[1:], set(COMMAND_GROUPS["stages (each Snakemake job runs one)"]) - {"jobserver"})
+        code = forward(sys.argv[1:], set(COMMAND_GROUPS["stages (each Snakemake job runs one)"]))
         if code is None:  # no jobserver, or not one for this command: run it here
             code = main()
         sys.stdout.flush()

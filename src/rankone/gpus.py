@@ -84,10 +84,15 @@ def claim(n: int, pool_dir: Path = POOL_DIR, poll_s: float = 0.5, wait_s: float 
     return chosen
 
 
+def job_gpus() -> int:
+    """The GPUs a workflow job's rule gave it (RANKONE_GPUS; unset or empty: none)."""
+    return int(os.environ.get("RANKONE_GPUS", "0") or 0)
+
+
 def claim_for_job() -> list[str]:
     """What a workflow job's `rankone` command does first: claim RANKONE_GPUS ids, unless SLURM
     has chosen them or the job has none."""
-    n = int(os.environ.get("RANKONE_GPUS", "0") or 0)
+    n = job_gpus()
     if n <= 0 or os.environ.get("SLURM_JOB_ID"):
         return []
     chosen = claim(n)

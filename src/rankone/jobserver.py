@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from rankone.gpus import job_gpus
 from rankone.io import InputError, log, pin_cpu_kernels
 
 ENV = "RANKONE_JOBSERVER"
@@ -53,7 +54,12 @@ def forward(argv: list[str], commands: set[str]) -> int | None:
     """Run `argv` (a stage command, one of `commands`) in the server RANKONE_JOBSERVER names and return its
     exit status; None where it should run here instead (no server, another checkout's, a GPU job, refused)."""
     path = os.environ.get(ENV)
-    if not path or not argv or argv[0] not in commands or os.environ.get("RANKONE_GPUS", "0") not in ("", "0"):
+    if not path or not argv or argv[0] not in commands:
+        return None
+    try:
+        if job_gpus() > 0:
+            return None
+    except ValueError:  # not a number: the command's own process reports it, as without a server
         return None
     request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "package": package()}
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
