@@ -58,14 +58,28 @@ def smoke_dict(**overrides) -> dict:
 
 @pytest.fixture(scope="session")
 def study(tmp_path_factory):
-    """The smoke config rooted in a temp folder, with data and both base models built."""
+    """The smoke config rooted in a temp folder of this worker, with data and both base models: built
+    once per session by the first worker that asks (the others wait on the lock, then read them) and
+    linked into each worker's results folder, so the runs a test writes stay in its own worker's."""
+    from filelock import FileLock
+
+    inputs = shared_dir(tmp_path_factory, "study-inputs")
+    inputs_cfg = validate(smoke_dict(results_dir=str(inputs / "results")))
+    built = Layout(inputs_cfg)
+    with FileLock(f"{inputs}.lock"):
+        if not (inputs / "complete").is_file():  # a worker that died mid-build left no mark
+            shutil.rmtree(inputs, ignore_errors=True)
+            for regime in inputs_cfg.regimes:
+                data.build(inputs_cfg, regime, built.data(regime))
+            for model in inputs_cfg.models:
+                build(inputs_cfg, model, built.data_root, built.model(model))
+            (inputs / "complete").touch()
     root = tmp_path_factory.mktemp("study")
     cfg = validate(smoke_dict(results_dir=str(root / "results"), reports_dir=str(root / "reports")))
     at = Layout(cfg)
-    for regime in cfg.regimes:
-        data.build(cfg, regime, at.data(regime))
-    for model in cfg.models:
-        build(cfg, model, at.data_root, at.model(model))
+    at.root.mkdir(parents=True)
+    at.data_root.symlink_to(built.data_root)
+    at.models.symlink_to(built.models)
     return cfg, at
 
 

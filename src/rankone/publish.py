@@ -369,8 +369,9 @@ def provenance(at: Layout) -> dict:
 
 
 # Uncommitted changes here do not stop a commit from reproducing an output: the resolved config
-# is published beside it (config.yaml), and prose changes no number.
-OUTSIDE_CODE = ("config/", "docs/", "reports/")
+# is published beside it (config.yaml), prose changes no number, and no stage runs the tests or
+# the benchmarks.
+OUTSIDE_CODE = ("config/", "docs/", "reports/", "tests/", "benchmarks/")
 
 
 def clean_code(records: list[dict]) -> set[tuple]:
