@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import signal
@@ -140,6 +141,19 @@ def smollm2(tmp_path_factory):
             data.build(cfg, "rl", at.data("rl"))
             build(cfg, "smollm2-135m", at.data_root, at.model("smollm2-135m"))
     return cfg, at, json.loads((at.model("smollm2-135m") / "rankone.json").read_text())
+
+
+def run_here(cmd: list[str], caplog) -> tuple[int, str]:
+    """A `python -m rankone ...` command run in this test's process, not one of its own: its exit
+    status and its log. For a job whose start is not what the test checks (the rerun of a killed
+    job): a process of its own spends about 7 s of CPU here importing torch and transformers."""
+    from rankone.cli import main
+
+    assert cmd[1:3] == ["-m", "rankone"], cmd
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="rankone"):
+        code = main(cmd[3:])
+    return code, caplog.text
 
 
 def venv_env(**extra: str) -> dict:

@@ -27,7 +27,7 @@ from rankone.config import RunId, load
 from rankone.io import read_json, read_jsonl
 from rankone.paths import Layout
 from rankone.train import TRAINERS
-from tests.conftest import smoke_dict
+from tests.conftest import run_here, smoke_dict
 
 pytestmark = pytest.mark.slow
 RL_RUN = (
@@ -168,7 +168,7 @@ def test_a_group_of_another_size_than_the_job_is_refused(study, tmp_path):
     assert "torchrun started 2 processes, but this job has 3 device(s)" in done.stderr, done.stderr[-3000:]
 
 
-def test_rl_over_two_processes_matches_one_and_a_killed_run_resumes_to_the_same_bytes(study, tmp_path):
+def test_rl_over_two_processes_matches_one_and_a_killed_run_resumes_to_the_same_bytes(study, tmp_path, caplog):
     cmd, out, reference = setup(study, tmp_path, *RL_RUN)
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -190,11 +190,11 @@ def test_rl_over_two_processes_matches_one_and_a_killed_run_resumes_to_the_same_
     assert all(stat(pid)[0] in "XZ" for pid in workers), "a worker outlived its killed job"
     assert not (out / "run.json").exists(), "a killed run must not look complete"
 
-    # Resumed by one process: refused, naming both sizes, and the checkpoints left as they were.
+    # Resumed by one process (this one): refused, naming both sizes, and the checkpoints left as they were.
     before = tree_bytes(out)
-    one = subprocess.run(cmd[: cmd.index("--processes")], capture_output=True, text=True)
-    assert one.returncode == 2, one.stderr[-3000:]
-    assert "was written by 2 process(es), but this run has 1" in one.stderr, one.stderr[-3000:]
+    code, logged = run_here(cmd[: cmd.index("--processes")], caplog)
+    assert code == 2, logged[-3000:]
+    assert "was written by 2 process(es), but this run has 1" in logged, logged[-3000:]
     assert tree_bytes(out) == before
 
     rerun = subprocess.run(cmd, capture_output=True, text=True)

@@ -19,7 +19,7 @@ from filelock import FileLock
 from rankone.config import RunId, load, validate
 from rankone.paths import Layout
 from rankone.train import TRAINERS
-from tests.conftest import shared_dir, smoke_dict
+from tests.conftest import run_here, shared_dir, smoke_dict
 
 RL_RUN = (
     "rl/llama-tiny/fullft/lr0.001/seed1",
@@ -93,11 +93,11 @@ def assert_same_as_reference(out: Path, reference: Path) -> None:
 
 
 @pytest.mark.parametrize("path, section", [SFT_RUN, RL_RUN], ids=["sft-lora", "rl-fullft"])
-def test_sigkill_then_rerun_matches_an_uninterrupted_run(study, tmp_path, references, path, section):
+def test_sigkill_then_rerun_matches_an_uninterrupted_run(study, tmp_path, references, path, section, caplog):
     cmd, out, reference = killed_run(study, tmp_path, references, path, section, "checkpoint")
-    rerun = subprocess.run(cmd, capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert "resumed from step" in rerun.stderr
+    code, logged = run_here(cmd, caplog)
+    assert code == 0, logged[-2000:]
+    assert "resumed from step" in logged
     assert_same_as_reference(out, reference)
 
 
@@ -115,20 +115,22 @@ def truncate(file: Path) -> None:
     ],
     ids=["newest", "both"],
 )
-def test_a_truncated_checkpoint_is_set_aside_and_the_run_completes(study, tmp_path, references, broken, file, expected):
+def test_a_truncated_checkpoint_is_set_aside_and_the_run_completes(
+    study, tmp_path, references, broken, file, expected, caplog
+):
     cmd, out, reference = killed_run(study, tmp_path, references, *RL_RUN, "checkpoint.prev")
     for name in broken:  # as a full disk would leave them
         truncate(out / name / file)
-    rerun = subprocess.run(cmd, capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert "checkpoint/ is unreadable" in rerun.stderr and expected in rerun.stderr
+    code, logged = run_here(cmd, caplog)
+    assert code == 0, logged[-2000:]
+    assert "checkpoint/ is unreadable" in logged and expected in logged
     if expected == "resumed from step":
-        assert "(checkpoint.prev/)" in rerun.stderr
+        assert "(checkpoint.prev/)" in logged
     assert_same_as_reference(out, reference)
     assert len(list(out.glob("checkpoint.unreadable-*"))) == len(broken), "set aside, not deleted"
 
 
-def test_a_checkpoint_of_another_config_is_ignored(study, tmp_path, references):
+def test_a_checkpoint_of_another_config_is_ignored(study, tmp_path, references, caplog):
     """After a rollout, pretrain or architecture change (or another base model) a leftover
     checkpoint is not resumed."""
     cmd, out, _ = killed_run(
@@ -138,9 +140,9 @@ def test_a_checkpoint_of_another_config_is_ignored(study, tmp_path, references):
     data = yaml.safe_load(config.read_text())
     data["rollout"]["temperature"] = 0.7
     config.write_text(yaml.safe_dump(data))
-    rerun = subprocess.run(cmd, capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert "written for another config" in rerun.stderr and "resumed from step" not in rerun.stderr
+    code, logged = run_here(cmd, caplog)
+    assert code == 0, logged[-2000:]
+    assert "written for another config" in logged and "resumed from step" not in logged
 
 
 class Crash(BaseException):
@@ -199,7 +201,7 @@ def test_a_crash_at_any_point_of_a_checkpoint_write_leaves_only_whole_checkpoint
         assert not list(out.glob("checkpoint.unreadable-*")), f"crash {n}: a whole checkpoint was set aside"
 
 
-def test_a_cell_job_killed_in_its_last_seed_gives_back_the_seed_it_finished(study, tmp_path):
+def test_a_cell_job_killed_in_its_last_seed_gives_back_the_seed_it_finished(study, tmp_path, caplog):
     """A cell's job trains its seeds in turn, and Snakemake deletes the job's outputs before it runs it
     again: the seed that finished before the kill comes back from `checkpoint.done/` byte for byte,
     untrained; the killed seed resumes; nothing of checkpoint.done/ is left when the job ends."""
@@ -236,11 +238,11 @@ def test_a_cell_job_killed_in_its_last_seed_gives_back_the_seed_it_finished(stud
     for path in (out / name for out in (first, last) for name in FINISHED):  # as Snakemake's
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)  # Job.remove_existing_output
 
-    rerun = subprocess.run(cmd, capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert f"{cell}/seed0: finished by an earlier job of its cell" in rerun.stderr
-    assert f"{cell}/seed0 step" not in rerun.stderr, "the finished seed was trained again"
-    assert f"{cell}/seed1: resumed from step" in rerun.stderr
+    code, logged = run_here(cmd, caplog)
+    assert code == 0, logged[-2000:]
+    assert f"{cell}/seed0: finished by an earlier job of its cell" in logged
+    assert f"{cell}/seed0 step" not in logged, "the finished seed was trained again"
+    assert f"{cell}/seed1: resumed from step" in logged and f"{cell}/seed1 step" in logged
     assert {f: (first / f).read_bytes() for f in finished} == finished
     assert (last / "run.json").is_file()
     assert not list(first.glob("*checkpoint*")) and not list(last.glob("*checkpoint*"))
