@@ -305,7 +305,8 @@ def test_a_study_of_two_commits_is_rerun_from_the_newer_and_names_the_study_it_s
 ):
     """A study resumed or seeded across commits lists both; its page reruns it from the commit of
     the output finished last (not the first in the list), and runs copied from another study
-    (scripts/share-runs' record) are named on the page (left out of its time: tests/test_share_runs.py)."""
+    (scripts/share-runs' record) are named on the page (left out of its time: tests/test_share_runs.py);
+    a figure an older page showed and this one does not is removed."""
     from rankone.status import SHARED_RECORD
 
     where, cfg = fresh_study
@@ -326,8 +327,11 @@ def test_a_study_of_two_commits_is_rerun_from_the_newer_and_names_the_study_it_s
     }
     (at.root / SHARED_RECORD).write_text(json.dumps(shared))
 
+    at.report.mkdir(parents=True, exist_ok=True)
+    (at.report / "sft_curves.png").write_bytes(b"an older page's figure")
     publish(where / "results", snakemake_report=False, allow_dirty=True)  # the fixture's tree may be dirty
     page = (at.report / "index.html").read_text()
+    assert not (at.report / "sft_curves.png").exists(), "a figure the page does not show stays published"
     assert "git checkout ffffffffffff" in page and "aaaaaaaaaaaa, " in page
     assert f"The runs of {old.method} are an-earlier-study's" in page
 

@@ -303,6 +303,10 @@ def publish_study(
     page = experiment_page(cfg, at, entry, grid, analysis, (csvs, too_big), zip_path.is_file(), zip_note)
     with atomic_path(out / "index.html") as tmp:
         tmp.write_text(page)
+    for figure in sorted(out.glob("*.png")):  # an older page's figure that this one no longer shows
+        if f'src="{figure.name}"' not in page:
+            log.info("%s: removing %s, which the page no longer shows", out, figure.name)
+            figure.unlink()
     with atomic_path(out / SUMMARY) as tmp:
         tmp.write_text(json.dumps({k: v for k, v in entry.items() if k != "span_seconds"}, indent=1) + "\n")
     return entry
