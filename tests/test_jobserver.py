@@ -160,7 +160,7 @@ def test_a_job_the_server_cannot_serve_runs_in_its_own_process(fresh_study, tmp_
     assert (where / "other" / cfg.experiment / "data" / "rl" / "manifest.json").is_file()
 
 
-def test_a_socket_the_server_cannot_make_is_a_one_line_error(tmp_path):
+def test_a_socket_or_command_the_server_cannot_use_is_a_one_line_error(tmp_path):
     (tmp_path / ("x" * 120)).mkdir()  # a folder that exists, under a path too long for a Unix socket
     for where in (tmp_path / "no-such-folder" / "js.sock", tmp_path / ("x" * 120) / "js.sock"):
         done = rankone(ROOT, "jobserver", "--socket", str(where), "--config", "config/smoke.yaml")
@@ -168,3 +168,7 @@ def test_a_socket_the_server_cannot_make_is_a_one_line_error(tmp_path):
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
         assert "jobserver: " in done.stderr and str(where.parent)[:40] in done.stderr
     assert "over the 107 bytes" in done.stderr
+    for args, said in (([], "give a --socket"), (["--", "snakemkae", "--cores", "all"], "no command 'snakemkae'")):
+        done = rankone(ROOT, "jobserver", "--config", "config/smoke.yaml", *args)
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr

@@ -133,6 +133,8 @@ def serve(
     socket's path once it listens. Without `command`, serve until killed. With one, start it with
     RANKONE_JOBSERVER set once the socket listens, serve until it ends and return its exit status;
     without a `path`, the socket lies in a temporary folder, removed at the end."""
+    if command and shutil.which(command[0]) is None:  # before the imports: a typo is said at once
+        raise InputError(f"jobserver: no command {command[0]!r} to serve (not a file, nor on PATH)")
     if path is None:
         if not command:
             raise InputError("jobserver: give a --socket to listen on, or a command to serve (after --)")
