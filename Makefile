@@ -38,54 +38,60 @@ endif
 	$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
+# Every study below runs under a `rankone jobserver` (docs/running.md, "Warm job starts on a CPU"): its
+# stage jobs are forked from one process that imported torch, transformers and peft once, where each
+# would import them anew (5-7 s a job on a 2-core machine). `make study WARM=` runs plain `snakemake`.
+WARM ?= rankone jobserver --config config/default.yaml $(1) --
+SNAKEMAKE = $(call WARM,$(1)) snakemake --cores all$(if $(1), --configfile $(1))
+
 study: env
-	snakemake --cores all
+	$(call SNAKEMAKE)
 	rankone summary --config config/default.yaml
 
 smoke: env
-	snakemake --cores all --configfile config/smoke.yaml
+	$(call SNAKEMAKE,config/smoke.yaml)
 	rankone summary --config config/smoke.yaml
 
 layers: env
-	snakemake --cores all --configfile config/experiments/layers.yaml
+	$(call SNAKEMAKE,config/experiments/layers.yaml)
 
 capacity: env
-	snakemake --cores all --configfile config/experiments/capacity.yaml
+	$(call SNAKEMAKE,config/experiments/capacity.yaml)
 
 truncation: env
-	snakemake --cores all --configfile config/experiments/truncation.yaml
+	$(call SNAKEMAKE,config/experiments/truncation.yaml)
 
 levers: env
-	snakemake --cores all --configfile config/experiments/levers.yaml
+	$(call SNAKEMAKE,config/experiments/levers.yaml)
 
 real: env
-	snakemake --cores all --configfile config/experiments/real-cpu.yaml
+	$(call SNAKEMAKE,config/experiments/real-cpu.yaml)
 
 calibration: env
-	snakemake --cores all --configfile config/experiments/calibration.yaml
+	$(call SNAKEMAKE,config/experiments/calibration.yaml)
 
 tinylora: env
-	snakemake --cores all --configfile config/experiments/tinylora.yaml
+	$(call SNAKEMAKE,config/experiments/tinylora.yaml)
 
 rl-capacity: env
-	snakemake --cores all --configfile config/experiments/rl-capacity.yaml
+	$(call SNAKEMAKE,config/experiments/rl-capacity.yaml)
 
 # The 2x2: RL and SFT on the same learning task (the other two cells: the default SFT, the crossover's RL).
 two-by-two: env
-	snakemake --cores all --configfile config/experiments/two-by-two.yaml
+	$(call SNAKEMAKE,config/experiments/two-by-two.yaml)
 
 # An RL arm that has to learn (a weaker warm-start, longer RL): exploratory, llama-tiny alone.
 learning-pilot: env
-	snakemake --cores all --configfile config/experiments/learning-pilot.yaml
+	$(call SNAKEMAKE,config/experiments/learning-pilot.yaml)
 
 # The RL arm that has to learn, both tiny models, all three sharpening controls, extending grids.
 learning: env
-	snakemake --cores all --configfile config/experiments/learning.yaml
+	$(call SNAKEMAKE,config/experiments/learning.yaml)
 
 # The cross-check through TRL: the default's FullFT and rank-1 RL cells trained by TRL's GRPOTrainer,
 # then both trainers' verdicts side by side (needs the default study: make study).
 trl: env
-	snakemake --cores all --configfile config/experiments/trl.yaml
+	$(call SNAKEMAKE,config/experiments/trl.yaml)
 	rankone compare results/default results/trl --out results/trl/analysis/beside-rankone.md
 
 # The RL capacity crossover: one study per table size (config/experiments/crossover/), then the
@@ -97,7 +103,7 @@ CROSSOVER_SIZES := n256 n512 n1024 n2048 n4096 n1024x8
 CROSSOVER_OUT := results/crossover
 crossover: env
 	for size in $(CROSSOVER_SIZES); do \
-		snakemake --cores all --configfile config/experiments/crossover.yaml config/experiments/crossover/$$size.yaml || exit 1; \
+		$(call SNAKEMAKE,config/experiments/crossover.yaml config/experiments/crossover/$$size.yaml) || exit 1; \
 	done
 	rankone crossover $(foreach s,$(CROSSOVER_SIZES),results/crossover-$(s)) --out $(CROSSOVER_OUT)
 

@@ -229,37 +229,22 @@ BROKEN_RULE = (
 )
 
 
-def start_snakemake(name: str, workdir: Path, *args: str, env: dict | None = None) -> None:
-    """Run Snakemake in `workdir` in the background (its stderr in snakemake.log); `finished` waits for it."""
+def start_snakemake(name: str, workdir: Path, *args: str, served: tuple[str, ...] = ()) -> None:
+    """Run Snakemake in `workdir` in the background (its stderr in snakemake.log); `finished` waits for it.
+    With `served` (the configs of a study), under a `rankone jobserver` of that checkout that serves it
+    (rankone.jobserver: its stage jobs forked warm; the server's own lines in snakemake.log too)."""
     runs = runs_dir()
     (runs / f"{name}.path").write_text(str(workdir))
-    command = [sys.executable, "-m", "snakemake", *args]
+    server = [sys.executable, "-m", "rankone", "jobserver", "--config", *served, "--"] if served else []
+    command = [*server, sys.executable, "-m", "snakemake", *args]
     wrapper = f'"$@" 2> snakemake.log; echo $? > {runs / f"{name}.rc"}'
     BACKGROUND[name] = subprocess.Popen(  # its own process group: the session's end stops Snakemake and its jobs
         ["sh", "-c", wrapper, "sh", *command],
         cwd=workdir,
-        env=venv_env(**(env or {})),
+        env=venv_env(**({"PYTHONPATH": str(workdir / "src")} if served else {})),  # the server: the copy's rankone
         stdout=subprocess.DEVNULL,
         start_new_session=True,
     )
-
-
-def start_jobserver(name: str, workdir: Path, configs) -> dict:
-    """A `rankone jobserver` for the checkout in `workdir` (its log in jobserver.log, stopped with the
-    session): the environment that sends that checkout's stage jobs to it. A job that starts before
-    it listens runs in a process of its own, as every job does without one. The socket lies outside
-    `workdir`, which tests copy (study_copy: a socket is no file to copy)."""
-    socket_path = runs_dir() / f"{name}.sock"
-    with open(workdir / "jobserver.log", "w") as log:
-        BACKGROUND[f"{name}-jobserver"] = subprocess.Popen(
-            [sys.executable, "-m", "rankone", "jobserver", "--socket", str(socket_path), "--config", *configs],
-            cwd=workdir,
-            env=venv_env(PYTHONPATH=str(workdir / "src")),
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            start_new_session=True,
-        )
-    return {"RANKONE_JOBSERVER": str(socket_path)}
 
 
 def started(name: str) -> bool:
@@ -282,8 +267,7 @@ def start_study(name: str, *args: str, configs=("config/smoke.yaml",), jobserver
     With `jobserver`, its stage jobs are forked by a `rankone jobserver` of that copy (rankone.jobserver:
     the same bytes, without each job importing torch, transformers and peft anew)."""
     workdir = copy_workflow(Path(tempfile.mkdtemp(prefix=f"rankone-{name}-")))
-    env = start_jobserver(name, workdir, configs) if jobserver else None
-    start_snakemake(name, workdir, *args, "--configfile", *configs, env=env)
+    start_snakemake(name, workdir, *args, "--configfile", *configs, served=configs if jobserver else ())
 
 
 def study_copy(study: Path, dest: Path) -> Path:

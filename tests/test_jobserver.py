@@ -22,25 +22,36 @@ RUN = "rl/llama-tiny/lora-r1/lr0.01/seed0"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """A jobserver of this checkout, pinning the kernels the tests' studies run (smoke_dict: native)."""
+    """A jobserver of this checkout, pinning the kernels the tests' studies run (smoke_dict: native),
+    serving a command that only waits (the tests send it their own); at the end the server passes the
+    SIGTERM it gets on to that command and exits with its status, its socket removed."""
     where = tmp_path_factory.mktemp("jobserver")
     (where / "kernels.yaml").write_text(yaml.safe_dump(smoke_dict()))
     socket_path, log = where / "js.sock", where / "jobserver.log"
+    wait = ["sh", "-c", 'echo "$RANKONE_JOBSERVER" > served.txt; exec sleep 3600']
+    command = ["jobserver", "--socket", str(socket_path), "--config", "kernels.yaml", "--", *wait]
     with open(log, "w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rankone", "jobserver", "--socket", str(socket_path), "--config", "kernels.yaml"],
+            [sys.executable, "-m", "rankone", *command],
             cwd=where,
             env=venv_env(PYTHONPATH=str(ROOT / "src")),
             stderr=err,
             start_new_session=True,
         )
     deadline = time.monotonic() + 300
-    while "listens" not in log.read_text():
+    while "listens" not in log.read_text() or not (where / "served.txt").is_file():
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
         time.sleep(0.5)
+    assert (where / "served.txt").read_text().strip() == str(socket_path)
     yield socket_path, log
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    try:
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM, log.read_text()
+        assert not socket_path.exists()
+    finally:
+        if proc.poll() is None:  # the checks above failed: nothing of the group may outlive the module
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def rankone(where: Path, *args: str, server=None, src: Path = ROOT / "src", **popen):
@@ -149,7 +160,7 @@ def test_a_job_the_server_cannot_serve_runs_in_its_own_process(fresh_study, tmp_
     assert (where / "other" / cfg.experiment / "data" / "rl" / "manifest.json").is_file()
 
 
-def test_a_socket_the_server_cannot_make_is_a_one_line_error(tmp_path):
+def test_a_socket_or_command_the_server_cannot_use_is_a_one_line_error(tmp_path):
     (tmp_path / ("x" * 120)).mkdir()  # a folder that exists, under a path too long for a Unix socket
     for where in (tmp_path / "no-such-folder" / "js.sock", tmp_path / ("x" * 120) / "js.sock"):
         done = rankone(ROOT, "jobserver", "--socket", str(where), "--config", "config/smoke.yaml")
@@ -157,3 +168,7 @@ def test_a_socket_the_server_cannot_make_is_a_one_line_error(tmp_path):
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
         assert "jobserver: " in done.stderr and str(where.parent)[:40] in done.stderr
     assert "over the 107 bytes" in done.stderr
+    for args, said in (([], "give a --socket"), (["--", "snakemkae", "--cores", "all"], "no command 'snakemkae'")):
+        done = rankone(ROOT, "jobserver", "--config", "config/smoke.yaml", *args)
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr

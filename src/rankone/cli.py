@@ -455,9 +455,19 @@ def main(argv: list[str] | None = None) -> int:
         "jobserver",
         help=f"import the stage libraries once, then fork each stage command run with {JOBSERVER_ENV}=SOCKET",
     )
-    jobserver.add_argument("--socket", required=True, help="the Unix socket to listen on (an old one replaced)")
+    jobserver.add_argument(
+        "--socket",
+        help="the Unix socket to listen on (an old one replaced); with a command, a temporary one if not given",
+    )
     jobserver.add_argument(
         "--config", required=True, nargs="+", metavar="YAML", help="study config (files layered as check layers them)"
+    )
+    jobserver.add_argument(
+        "served",
+        metavar="command",
+        nargs=argparse.REMAINDER,
+        help="after --: a command to serve (e.g. snakemake --cores all), run with "
+        f"{JOBSERVER_ENV} set; the server stops when it ends and exits with its status",
     )
     jobserver.set_defaults(func=None)
     captions = sub.add_parser(
@@ -570,15 +580,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "jobserver":
         from rankone.jobserver import serve
 
+        command = args.served[1:] if args.served[:1] == ["--"] else args.served
         try:
             cfg = layered_study(args.config)  # its cpu_kernels are pinned for every job
             vllm = ("vllm",) if cfg.rollout.engine == "vllm" else ()  # a vLLM study's sampling jobs: vLLM too
-            listening = f"jobserver: {args.socket} listens ({cfg.cpu_kernels} kernels{', vLLM' if vllm else ''})"
-            serve(Path(args.socket), cfg.cpu_kernels, entry, lambda: log.info("%s", listening), vllm)
+
+            def listening(path: Path) -> None:
+                log.info("jobserver: %s listens (%s kernels%s)", path, cfg.cpu_kernels, ", vLLM" if vllm else "")
+
+            socket_path = Path(args.socket) if args.socket else None
+            code = serve(socket_path, cfg.cpu_kernels, entry, listening, vllm, command or None)
         except (ConfigError, InputError) as err:
             log.error("%s", err)
             return 2
-        return 0
+        return code or 0
     if args.command == "findings":
         from rankone.publish import FINDINGS, write_findings
 

@@ -12,6 +12,11 @@ process as before. Without a server (none named, none listening) every command r
 
 Signals reach the job: SIGTERM, SIGINT and SIGHUP sent to the command are passed on to the child,
 and a command killed outright (SIGKILL) takes its child with it (the server sees its connection close).
+
+`rankone jobserver --config C -- snakemake --cores all` serves one command and its jobs: it starts
+the command once the socket listens, with RANKONE_JOBSERVER set, passes SIGTERM and SIGHUP on to it
+(SIGINT from a terminal reaches both, and the command decides), and exits with its status when it
+ends, its socket removed. The Makefile's studies run so.
 """
 
 from __future__ import annotations
@@ -20,9 +25,12 @@ import atexit
 import importlib
 import json
 import os
+import shutil
 import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -112,16 +120,29 @@ def refuse_other_kernels(kernels: str) -> None:
 
 
 def serve(
-    path: Path,
+    path: Path | None,
     kernels: str,
     run: Callable[[], int],
-    ready: Callable[[], None] | None = None,
+    ready: Callable[[Path], None] | None = None,
     also: tuple[str, ...] = (),
-) -> None:
+    command: list[str] | None = None,
+) -> int | None:
     """Pin `kernels`, import the stage libraries (and the modules named in `also`), then fork a child
-    for each command that connects to the socket at `path`, until killed; the child runs `run` (the
-    command line's entry, with sys.argv the command's) and exits with what it returns. `ready` is
-    called once the socket listens."""
+    for each command that connects to the socket at `path`; the child runs `run` (the command line's
+    entry, with sys.argv the command's) and exits with what it returns. `ready` is called with the
+    socket's path once it listens. Without `command`, serve until killed. With one, start it with
+    RANKONE_JOBSERVER set once the socket listens, serve until it ends and return its exit status;
+    without a `path`, the socket lies in a temporary folder, removed at the end."""
+    if command and shutil.which(command[0]) is None:  # before the imports: a typo is said at once
+        raise InputError(f"jobserver: no command {command[0]!r} to serve (not a file, nor on PATH)")
+    if path is None:
+        if not command:
+            raise InputError("jobserver: give a --socket to listen on, or a command to serve (after --)")
+        folder = Path(tempfile.mkdtemp(prefix="rankone-jobserver-"))
+        try:
+            return serve(folder / "socket", kernels, run, ready, also, command)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     if not path.parent.is_dir():
         raise InputError(f"jobserver: the socket's folder {path.parent} does not exist")
     if len(os.fsencode(path)) > SOCKET_PATH_MAX:
@@ -137,9 +158,20 @@ def serve(
         raise InputError(f"jobserver: cannot listen on {path}: {err.strerror}") from None
     listener.listen(16)
     if ready:
-        ready()
+        ready(path)
+    served = _start(command, path, listener) if command else None
+    live: set[int] = set()  # the children not yet reaped
     while True:
-        conn, _ = listener.accept()
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            if served is None or "exit" not in served:
+                raise
+            listener.close()
+            path.unlink(missing_ok=True)
+            for pid in list(live):  # a job outliving its command (one killed outright) dies with the server
+                _signal(pid, signal.SIGTERM)
+            return served["exit"]
         try:
             data, fds, _, _ = socket.recv_fds(conn, MESSAGE, 3)
             request = json.loads(data)
@@ -162,7 +194,30 @@ def serve(
         _close(fds)
         log.info("jobserver: pid %d runs rankone %s (in %s)", pid, " ".join(request["argv"]), request["cwd"])
         conn.send(json.dumps({"pid": pid}).encode())
-        threading.Thread(target=_watch, args=(conn, pid), daemon=True).start()
+        live.add(pid)
+        threading.Thread(target=_watch, args=(conn, pid, live), daemon=True).start()
+
+
+def _start(command: list[str], path: Path, listener: socket.socket) -> dict:
+    """Start `command` with RANKONE_JOBSERVER=`path`; SIGTERM and SIGHUP sent to the server are passed on
+    to it, SIGINT is left to it (a terminal sends it to both). When it ends, its exit status goes in the
+    returned dict and the listener is shut down, which ends the server's loop."""
+    try:
+        proc = subprocess.Popen(command, env={**os.environ, ENV: str(path)})
+    except OSError as err:
+        raise InputError(f"jobserver: cannot run {command[0]}: {err.strerror}") from None
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda number, frame: _signal(proc.pid, number))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # after the start: an ignored signal stays ignored across exec
+    served: dict = {}
+
+    def wait() -> None:
+        code = proc.wait()
+        served["exit"] = 128 - code if code < 0 else code  # killed by a signal: the shell's convention
+        listener.shutdown(socket.SHUT_RDWR)
+
+    threading.Thread(target=wait, daemon=True).start()
+    return served
 
 
 def _close(fds) -> None:
@@ -170,12 +225,13 @@ def _close(fds) -> None:
         os.close(fd)
 
 
-def _watch(conn: socket.socket, pid: int) -> None:
+def _watch(conn: socket.socket, pid: int, live: set[int]) -> None:
     """Send the child's exit status to its command; kill the child if the command goes first."""
     done = threading.Event()
 
     def reap() -> None:
         _, status = os.waitpid(pid, 0)
+        live.discard(pid)
         done.set()
         code = os.waitstatus_to_exitcode(status)
         if code == REFUSED:
