@@ -102,24 +102,23 @@ def test_regime_by_task_sorts_rank_one_rows_by_what_their_runs_learned(tmp_path)
 
 
 def test_a_study_whose_runs_another_published_study_holds_is_counted_once():
-    """The published learning-pilot and learning studies judged llama-tiny's RL on the same runs (6
-    seeds, shared byte for byte): the findings count learning's verdict and mark learning-pilot's as
-    held within it. The republished default judges on its confirmation runs over 3 base models, which
-    no other study holds (levers shares only its sweep runs, which judge nothing in the default);
-    capacity and layers publish one set of RL runs."""
+    """capacity and layers publish one set of RL runs: the findings count one verdict and mark the
+    other as held within it. learning-pilot's first page judged on learning's runs byte for byte;
+    its rerun (2026-12-07, other base models) shares none, and nothing marks it: sharing is read
+    from the runs, not from the studies' names or configs. The republished default judges on its
+    confirmation runs over 3 base models, which no other study holds (levers shares only its sweep
+    runs, which judge nothing in the default)."""
     from tests.conftest import ROOT
 
     from rankone.publish import published, rank1_verdicts
 
     table = rank1_verdicts(ROOT / "reports", published(ROOT / "reports"))
     rl = table[(table.part == "study") & (table.regime == "RL") & (table.model == "llama-tiny")].set_index("study")
-    assert (
-        rl.loc["learning-pilot", "same_as"] == "learning"
-        and "learning-pilot (12 of 12 runs)" in rl.loc["learning", "shares"]
-    )
-    assert (rl.loc["default", "same_as"], rl.loc["default", "shares"]) == ("", "")
-    assert rl.loc["levers", "same_as"] == ""
     assert {rl.loc["layers", "same_as"], rl.loc["capacity", "same_as"]} == {"capacity", ""}
+    assert "layers (6 of 6 runs)" in rl.loc["capacity", "shares"]
+    for study in ("learning-pilot", "learning", "default"):
+        assert (rl.loc[study, "same_as"], rl.loc[study, "shares"]) == ("", ""), study
+    assert rl.loc["levers", "same_as"] == ""
 
 
 def test_a_study_built_from_uncommitted_changes_is_not_published_unless_allowed(fresh_study, monkeypatch):
