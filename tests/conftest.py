@@ -77,11 +77,16 @@ def study(tmp_path_factory):
             (inputs / "complete").touch()
     root = tmp_path_factory.mktemp("study")
     cfg = validate(smoke_dict(results_dir=str(root / "results"), reports_dir=str(root / "reports")))
+    return cfg, linked(cfg, built)
+
+
+def linked(cfg, inputs: Layout) -> Layout:
+    """`cfg`'s layout, a new results folder whose data and base models are links to `inputs`'."""
     at = Layout(cfg)
     at.root.mkdir(parents=True)
-    at.data_root.symlink_to(built.data_root)
-    at.models.symlink_to(built.models)
-    return cfg, at
+    at.data_root.symlink_to(inputs.data_root.resolve())
+    at.models.symlink_to(inputs.models.resolve())
+    return at
 
 
 @pytest.fixture
@@ -93,10 +98,7 @@ def fresh_study(study, tmp_path):
 
     cfg, at = study
     cfg = cfg.model_copy(update={"results_dir": str(tmp_path / "results"), "reports_dir": str(tmp_path / "reports")})
-    root = tmp_path / "results" / cfg.experiment
-    root.mkdir(parents=True)
-    (root / "data").symlink_to(at.data_root.resolve())
-    (root / "models").symlink_to(at.models.resolve())
+    root = linked(cfg, at).root
     write_resolved(cfg, tmp_path / "study.yaml")
     write_resolved(cfg, root / "study.yaml")
     return tmp_path, cfg
