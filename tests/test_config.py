@@ -88,6 +88,25 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
         assert {cfg.scope(m) for m in cfg.methods} == {"all-linear", "attention", "mlp"}
 
 
+@pytest.mark.parametrize(("part", "whole"), [("two-by-two-sft", "two-by-two"), ("learning-qwen3", "learning")])
+def test_an_experiment_run_in_part_keeps_the_whole_s_recipe(part, whole):
+    """A part of an experiment run on its own (`two-by-two-sft`: the 2x2's SFT half; `learning-qwen3`:
+    learning's qwen3-tiny arm) is its own experiment with the whole one's runs for what it keeps:
+    the same base models, tasks, grids and seeds."""
+    default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
+    over = yaml.safe_load((ROOT / "config" / "experiments" / f"{whole}.yaml").read_text())
+    parted = yaml.safe_load((ROOT / "config" / "experiments" / f"{part}.yaml").read_text())
+    full, cfg = validate(layer(default, over)), validate(layer(layer(default, over), parted))
+    assert cfg.experiment == part and cfg.tasks == full.tasks and cfg.confirmation == full.confirmation
+    assert all(cfg.pretrain.of(m) == full.pretrain.of(m) for m in cfg.models)
+    kept = {(r.regime, r.model, r.method, r.lr, r.seed) for r in cfg.runs()}
+    assert kept and kept < {(r.regime, r.model, r.method, r.lr, r.seed) for r in full.runs()}
+    if part == "two-by-two-sft":
+        assert cfg.regimes == ["sft"] and not task_of(cfg.tasks["sft"]).stores_table
+    else:
+        assert cfg.models == ["qwen3-tiny"] and cfg.regimes == ["rl"]
+
+
 BAD = [
     ({"seeds": "zero"}, "seeds"),
     ({"models": ["gpt-tiny"]}, "unknown model 'gpt-tiny'"),
