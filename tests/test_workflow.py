@@ -136,10 +136,13 @@ def test_smoke_outputs_exist_and_are_finite(smoke):
     assert "sharpening.png" in sharpening and "nan" not in sharpening and "**llama-tiny**" in sharpening
 
 
-def test_a_study_without_rl_gets_no_rl_figure_on_its_page(smoke, monkeypatch):
+def test_a_study_without_rl_gets_no_rl_figure_on_its_page(smoke, monkeypatch, tmp_path):
     """The page's sections follow the study's regimes: without RL, no RL curves, no bits by RL and no
-    sharpening profile (they would be empty axes), even from tables that hold RL rows."""
-    from rankone.report import build_sections, tables
+    sharpening profile (they would be empty axes), even from tables that hold RL rows; the report
+    stage draws exactly the figures its page shows (rankone.figures.drawn), none left unshown."""
+    from rankone.figures import drawn
+    from rankone.outputs import FIGURES
+    from rankone.report import build_sections, run, tables
 
     monkeypatch.chdir(smoke)
     cfg = load("config/smoke.yaml")
@@ -149,8 +152,16 @@ def test_a_study_without_rl_gets_no_rl_figure_on_its_page(smoke, monkeypatch):
         return {b[1] for _, blocks in build_sections(study, at, **tables(at)) for b in blocks if isinstance(b, tuple)}
 
     rl_only = {"rl_curves.png", "rl_bits.png", "sharpening.png"}
-    assert rl_only <= figures(cfg)
-    assert not rl_only & figures(cfg.model_copy(update={"regimes": ["sft"]}))
+    sft_only = cfg.model_copy(update={"regimes": ["sft"]})
+    assert rl_only <= figures(cfg) and not rl_only & figures(sft_only)
+    assert "sft_curves.png" not in drawn(cfg.model_copy(update={"regimes": ["rl"]}))
+    for study in (cfg, sft_only):  # the report stage draws what the page shows (and the levers' own), no more
+        assert figures(study) <= set(drawn(study)) and not rl_only & set(drawn(sft_only))
+        assert {n for n in drawn(study) if FIGURES[n].experiment is None} <= figures(study)
+    # and writes no other PNG: an SFT-only study's report folder has no RL figure in it
+    elsewhere = sft_only.model_copy(update={"reports_dir": str(tmp_path)})
+    run(elsewhere, Layout(elsewhere))
+    assert sorted(p.name for p in (tmp_path / cfg.experiment).glob("*.png")) == sorted(drawn(elsewhere))
 
 
 def test_status_counts_the_extension_rounds_and_confirmation_runs(smoke, monkeypatch):

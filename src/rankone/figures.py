@@ -16,12 +16,15 @@ from rankone.outputs import FIGURES, NEEDS_CONFIDENCE, enabled_experiments
 
 
 def drawn(cfg: StudyConfig) -> list[str]:
-    """The figures the report stage draws for this study: every study's, and each enabled optional
-    experiment's (the levers' calibration only where the RL task states a confidence)."""
+    """The figures the report stage draws for this study: every study's that its regimes fill (no RL
+    curves, bits by RL or sharpening profile without RL, no SFT curves without SFT), and each enabled
+    optional experiment's (the levers' calibration only where the RL task states a confidence)."""
 
     enabled = enabled_experiments(cfg)
 
     def wanted(name: str, figure) -> bool:
+        if figure.regime is not None and figure.regime not in cfg.regimes:
+            return False
         if figure.experiment is None:
             return True
         if figure.experiment not in enabled:

@@ -18,6 +18,7 @@ from rankone.config import CONTROL_METHODS, StudyConfig, lora_rank, method_label
 from rankone.figures import (
     SCORE_LABELS,
     by_method,
+    drawn,
     method_order,
     plot_capacity,
     plot_capacity_falloff,
@@ -1173,16 +1174,21 @@ def run(cfg: StudyConfig, at: Layout) -> None:
     keys = ["regime", "model", "method", "lr"]
     curves = read_table(at.table("curves.csv"))
     best, runs, updates = t["best"], t["runs"], t["updates"]
-    plot_forest(t["verdicts"], out / "forest.png")
-    plot_trajectory(read_table(at.table("trajectory.csv")), out / "trajectory.png")
-    plot_curves(curves, best[keys], "rl", "mean reward per step", out / "rl_curves.png")
-    plot_curves(curves, best[keys], "sft", "training loss (nats/token)", out / "sft_curves.png")
-    plot_lr_sweep(runs, out / "lr_sweep.png")
-    plot_information(t["info"], cfg.analysis.bits_per_param, out / "information.png")
-    plot_rl_bits(curves, best[keys], out / "rl_bits.png")
-    plot_lr_vs_rank(t["lr_rank"], out / "lr_vs_rank.png")
-    plot_updates(updates["shares"], updates["matrices"], out / "updates.png")
-    plot_sharpening(t["sharp"], out / "sharpening.png")
+    draw = {  # each study figure of the registry (rankone.outputs.FIGURES) by its drawing function
+        "forest.png": lambda path: plot_forest(t["verdicts"], path),
+        "trajectory.png": lambda path: plot_trajectory(read_table(at.table("trajectory.csv")), path),
+        "rl_curves.png": lambda path: plot_curves(curves, best[keys], "rl", "mean reward per step", path),
+        "sft_curves.png": lambda path: plot_curves(curves, best[keys], "sft", "training loss (nats/token)", path),
+        "lr_sweep.png": lambda path: plot_lr_sweep(runs, path),
+        "information.png": lambda path: plot_information(t["info"], cfg.analysis.bits_per_param, path),
+        "rl_bits.png": lambda path: plot_rl_bits(curves, best[keys], path),
+        "lr_vs_rank.png": lambda path: plot_lr_vs_rank(t["lr_rank"], path),
+        "updates.png": lambda path: plot_updates(updates["shares"], updates["matrices"], path),
+        "sharpening.png": lambda path: plot_sharpening(t["sharp"], path),
+    }
+    for name in drawn(cfg):  # an optional experiment's figures are drawn with its section
+        if name in draw:
+            draw[name](out / name)
 
     sections = build_sections(cfg, at, **t)
     with atomic_path(out / "report.md") as tmp:
