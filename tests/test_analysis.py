@@ -786,3 +786,22 @@ def test_a_missing_value_never_prints_as_nan_on_a_page():
     page = to_markdown(validate(smoke_dict()), [("t", [shown])]) + block(shown)
     assert not re.search(r"\bnan\b", page, re.I) and "0.002" in page and "0.123" in page
     assert _ci(SimpleNamespace(gap=0.026, ci_low=math.nan, ci_high=math.nan)) == "+0.026, no interval"
+
+
+def test_the_sft_arm_note_speaks_of_a_table_only_where_the_task_has_one():
+    """On a facts table the note gives its bits and what each method stored; on SFT with no table of
+    known bits (the 2x2's problems) it says nothing, where it printed "the table holds nan bits"."""
+    from rankone.report import sft_arm_note
+
+    def info(table_bits: float) -> pd.DataFrame:
+        rows = [("fullft", 900.0), ("lora-r1", 100.0)]
+        return pd.DataFrame(
+            [
+                {"regime": "sft", "model": "m", "method": m, "sft_dataset_bits": table_bits, "bits_stored": b}
+                for m, b in rows
+            ]
+        )
+
+    note = sft_arm_note(info(1024.0))
+    assert "the table holds 1,024 bits" in note and "FullFT stored 900 bits (88%)" in note
+    assert sft_arm_note(info(math.nan)) == ""

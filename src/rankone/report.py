@@ -1047,9 +1047,10 @@ def findings(verdicts: pd.DataFrame, plateau: pd.DataFrame, judged: pd.DataFrame
 
 
 def sft_arm_note(info: pd.DataFrame) -> str:
-    """Whether the SFT arm can show a shortfall: FullFT stores most of the table, rank 1 far less."""
+    """Whether the SFT arm can show a shortfall: FullFT stores most of the table, rank 1 far less
+    (nothing for an SFT task with no table of known bits, such as the 2x2's problems)."""
     sft = info[info.regime == "sft"] if len(info) else info
-    if not len(sft) or "bits_stored" not in sft:
+    if not len(sft) or "bits_stored" not in sft or not sft.sft_dataset_bits.notna().any():
         return ""
     table_bits = float(sft.sft_dataset_bits.iloc[0])
     parts = []
