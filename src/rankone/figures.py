@@ -15,6 +15,16 @@ from rankone.config import StudyConfig, lora_rank, method_label, method_position
 from rankone.outputs import FIGURES, NEEDS_CONFIDENCE, enabled_experiments
 
 
+# A study figure that only one regime fills (an empty axis without it), by the regime. Kept here, not
+# in the registry: rankone.outputs is code every stage runs (rankone.stages.COMMON), and what the
+# report draws must not rerun a study's training.
+REGIME = {
+    **dict.fromkeys(("sharpening.png", "rl_curves.png", "rl_bits.png", "truncation.png"), "rl"),
+    **dict.fromkeys(("levers.png", "levers_pass_at_k.png", "levers_calibration.png"), "rl"),
+    "sft_curves.png": "sft",
+}
+
+
 def drawn(cfg: StudyConfig) -> list[str]:
     """The figures the report stage draws for this study: every study's that its regimes fill (no RL
     curves, bits by RL or sharpening profile without RL, no SFT curves without SFT), and each enabled
@@ -23,7 +33,7 @@ def drawn(cfg: StudyConfig) -> list[str]:
     enabled = enabled_experiments(cfg)
 
     def wanted(name: str, figure) -> bool:
-        if figure.regime is not None and figure.regime not in cfg.regimes:
+        if REGIME.get(name, cfg.regimes[0]) not in cfg.regimes:
             return False
         if figure.experiment is None:
             return True

@@ -51,7 +51,6 @@ class Figure:
     caption: str
     section: str  # a key of SECTIONS
     experiment: str | None = None
-    regime: str | None = None  # drawn only in a study with this regime (an empty axis otherwise)
 
 
 def _tables(stage: str, names: str, experiment: str | None = None) -> dict[str, Table]:
@@ -91,26 +90,20 @@ FIGURES = {
         "at its best lr (mean over the judged seeds); the square at the left is greedy accuracy. Sharpening lifts "
         "small k towards the greedy value and leaves large k; learning lifts greedy accuracy and large k too.",
         "sharpening",
-        regime="rl",
     ),
     "rl_curves.png": Figure(
-        "RL reward per step, each method at its best learning rate (mean over seeds, band = min..max).",
-        "rl_curves",
-        regime="rl",
+        "RL reward per step, each method at its best learning rate (mean over seeds, band = min..max).", "rl_curves"
     ),
     "lr_sweep.png": Figure(
         "Validation score against learning rate per method (mean over seeds, bars = min..max).", "lr_sweep"
     ),
     "sft_curves.png": Figure(
-        "SFT training loss per step, each rank at its best learning rate (mean over seeds).",
-        "sft_curves",
-        regime="sft",
+        "SFT training loss per step, each rank at its best learning rate (mean over seeds).", "sft_curves"
     ),
     "rl_bits.png": Figure(
         "RL information per step, each method at its best lr (mean over seeds): entropy of the batch's rewards "
         "and of a group's rewards (what its advantages carry), and the cumulative bound.",
         "information",
-        regime="rl",
     ),
     "information.png": Figure(
         "Information in bits against trainable parameters, with the capacity reference line: RL's information "
