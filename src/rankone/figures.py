@@ -18,11 +18,8 @@ from rankone.outputs import FIGURES, NEEDS_CONFIDENCE, enabled_experiments
 # A study figure that only one regime fills (an empty axis without it), by the regime. Kept here, not
 # in the registry: rankone.outputs is code every stage runs (rankone.stages.COMMON), and what the
 # report draws must not rerun a study's training.
-REGIME = {
-    **dict.fromkeys(("sharpening.png", "rl_curves.png", "rl_bits.png", "truncation.png"), "rl"),
-    **dict.fromkeys(("levers.png", "levers_pass_at_k.png", "levers_calibration.png"), "rl"),
-    "sft_curves.png": "sft",
-}
+# (An optional experiment's figures follow its own switch: rankone.outputs.enabled_experiments.)
+REGIME = {"sharpening.png": "rl", "rl_curves.png": "rl", "rl_bits.png": "rl", "sft_curves.png": "sft"}
 
 
 def drawn(cfg: StudyConfig) -> list[str]:
