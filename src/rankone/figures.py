@@ -30,7 +30,7 @@ def drawn(cfg: StudyConfig) -> list[str]:
     enabled = enabled_experiments(cfg)
 
     def wanted(name: str, figure) -> bool:
-        if REGIME.get(name, cfg.regimes[0]) not in cfg.regimes:
+        if name in REGIME and REGIME[name] not in cfg.regimes:
             return False
         if figure.experiment is None:
             return True

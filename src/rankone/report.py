@@ -1292,6 +1292,7 @@ def build_sections(
     checkpoints,
 ) -> list[tuple[str, list]]:
     """(heading, blocks); a block is a str paragraph, a DataFrame, or ("figure", file)."""
+    shown = set(drawn(cfg))  # a study figure is placed where the report stage drew it, nowhere else
     rollouts = []
     for model in cfg.confirm_models():
         s = read_json(at.rollouts(model) / "summary.json")
@@ -1371,7 +1372,7 @@ def build_sections(
             ],
         ),
         *([("Across base models", pooled_blocks(pooled, cfg.analysis.confidence))] if len(pooled) else []),
-        *([(SECTIONS["rl_curves"], [("figure", "rl_curves.png")])] if "rl" in cfg.regimes else []),
+        *([(SECTIONS["rl_curves"], [("figure", "rl_curves.png")])] if "rl_curves.png" in shown else []),
         (
             SECTIONS["lr_sweep"],
             [
@@ -1411,7 +1412,7 @@ def build_sections(
             ],
         ),
         *([("Which layers", [*layer_findings(layer_table), _round(layer_table)])] if len(layer_table) else []),
-        *([(SECTIONS["sft_curves"], [("figure", "sft_curves.png")])] if "sft" in cfg.regimes else []),
+        *([(SECTIONS["sft_curves"], [("figure", "sft_curves.png")])] if "sft_curves.png" in shown else []),
         (
             SECTIONS["information"],
             [
@@ -1420,7 +1421,7 @@ def build_sections(
                 "parameter (Allen-Zhu & Li). RL bound: cumulative sum over groups of group size × reward entropy.",
                 sft_arm_note(info),
                 ("figure", "information.png"),
-                *([("figure", "rl_bits.png")] if "rl" in cfg.regimes else []),  # bits by RL: none without RL
+                *([("figure", "rl_bits.png")] if "rl_bits.png" in shown else []),  # bits by RL: none without RL
                 info.round(1),
                 *recall_blocks(cfg, checkpoints),
             ],
