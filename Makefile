@@ -3,7 +3,7 @@
 # make slurm-env: add the SLURM executor plugin (envs/slurm.txt) for workflow/profiles/slurm
 # make publish: the static site under reports/ from every study under results/ (see README)
 # make image: the CPU image (build/image/rankone-cpu) from Debian and the lock; make study-in-image runs the study in it
-# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / crossover / crossover-o_proj / trl / two-by-two (two-by-two-sft: its SFT half) / learning-pilot / learning (learning-qwen3: its qwen3-tiny arm) / real : experiments layered over the default study
+# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / crossover / crossover-o_proj / trl / two-by-two (two-by-two-sft, two-by-two-rl: its halves) / learning-pilot / learning (learning-qwen3: its qwen3-tiny arm) / real : experiments layered over the default study
 VENV := .venv
 IMAGE := build/image/rankone-cpu
 PYTHON ?= python3.11
@@ -16,7 +16,7 @@ INSTALLER ?= pip
 UV := build/uv/bin/uv
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: image image-check study-in-image gpu-vendor gpu-rehearsal slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover crossover-o_proj crossover-mlp share-mlp trl two-by-two two-by-two-sft learning-pilot learning learning-qwen3 real test benchmark lint env
+.PHONY: image image-check study-in-image gpu-vendor gpu-rehearsal slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover crossover-o_proj crossover-mlp share-mlp trl two-by-two two-by-two-sft two-by-two-rl learning-pilot learning learning-qwen3 real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -82,6 +82,9 @@ two-by-two: env
 
 two-by-two-sft: env
 	$(call SNAKEMAKE,config/experiments/two-by-two.yaml config/experiments/two-by-two-sft.yaml)
+
+two-by-two-rl: env
+	$(call SNAKEMAKE,config/experiments/two-by-two.yaml config/experiments/two-by-two-rl.yaml)
 
 # An RL arm that has to learn (a weaker warm-start, longer RL): exploratory, llama-tiny alone.
 learning-pilot: env

@@ -88,9 +88,12 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
         assert {cfg.scope(m) for m in cfg.methods} == {"all-linear", "attention", "mlp"}
 
 
-@pytest.mark.parametrize(("part", "whole"), [("two-by-two-sft", "two-by-two"), ("learning-qwen3", "learning")])
+@pytest.mark.parametrize(
+    ("part", "whole"),
+    [("two-by-two-sft", "two-by-two"), ("two-by-two-rl", "two-by-two"), ("learning-qwen3", "learning")],
+)
 def test_an_experiment_run_in_part_keeps_the_whole_s_recipe(part, whole):
-    """A part of an experiment run on its own (`two-by-two-sft`: the 2x2's SFT half; `learning-qwen3`:
+    """A part of an experiment run on its own (`two-by-two-sft`, `two-by-two-rl`: the 2x2's halves; `learning-qwen3`:
     learning's qwen3-tiny arm) is its own experiment with the whole one's runs for what it keeps:
     the same base models, tasks, grids and seeds."""
     default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
@@ -103,6 +106,8 @@ def test_an_experiment_run_in_part_keeps_the_whole_s_recipe(part, whole):
     assert kept and kept < {(r.regime, r.model, r.method, r.lr, r.seed) for r in full.runs()}
     if part == "two-by-two-sft":
         assert cfg.regimes == ["sft"] and not task_of(cfg.tasks["sft"]).stores_table
+    elif part == "two-by-two-rl":
+        assert cfg.regimes == ["rl"] and {"fullft", "lora-r1", "lora-r16"} <= set(cfg.methods)
     else:
         assert cfg.models == ["qwen3-tiny"] and cfg.regimes == ["rl"]
 
