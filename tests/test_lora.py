@@ -204,6 +204,32 @@ def test_a_replica_is_another_warm_start_of_the_same_preset(study, tmp_path):
     assert set(a) == set(b) and not any(torch.equal(a[k], b[k]) for k in a if k.endswith("proj.weight"))
 
 
+def test_a_warm_start_with_stop_at_greedy_stops_at_the_first_check_that_reaches_it(study, tmp_path):
+    """pretrain.stop_at_greedy: the warm-start checks its greedy accuracy on RL train prompts every
+    check_every steps and stops at the first check that reaches the target (steps the cap). A check
+    draws no random numbers, so a warm-start stopped earlier saw the same checks up to its stop."""
+    from rankone.models.build import build
+
+    cfg, at = study
+
+    def warm_start(target: float, name: str) -> dict:
+        pretrain = {**smoke_dict()["pretrain"], "stop_at_greedy": target, "check_every": 25}
+        stopping = validate(smoke_dict(results_dir=str(tmp_path / "results"), pretrain=pretrain))
+        return build(stopping, "llama-tiny", at.data_root, tmp_path / name)
+
+    first = warm_start(1.0, "first")
+    greedy = [c["greedy"] for c in first["pretrain_checks"]]
+    assert [c["step"] for c in first["pretrain_checks"]] == list(range(25, first["pretrain_steps"] + 1, 25))
+    assert all(g < 1.0 for g in greedy[:-1]) and first["pretrain_reached"] == (greedy[-1] == 1.0)
+    assert first["pretrain_steps"] == (25 * len(greedy) if first["pretrain_reached"] else cfg.pretrain.steps)
+    target = max(greedy)  # the smoke base's best check (0.06 here): a stop no later than the cap
+    assert target > 0, "the smoke warm-start answers some train prompts greedily"
+    stop = next(i for i, g in enumerate(greedy) if g >= target)
+    second = warm_start(target, "second")
+    assert second["pretrain_checks"] == first["pretrain_checks"][: stop + 1] and second["pretrain_reached"]
+    assert second["pretrain_steps"] == 25 * (stop + 1)
+
+
 def test_the_majority_control_is_fullft_rl_rewarded_for_agreeing_with_its_group(study, tmp_path):
     """method majority: FullFT's weights and lr grid, RL only, trained on agreement with the group's majority
     answer (train_reward), while the logged reward stays the task's checker."""

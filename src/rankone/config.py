@@ -93,6 +93,7 @@ class PretrainOverride(Strict):
     batch_size: int | None = Field(None, gt=0, description="This model's sequences per pretraining step.")
     lr: float | None = Field(None, gt=0, description="This model's warm-start learning rate.")
     corruption: float | None = Field(None, ge=0, lt=1, description="This model's share of corrupted answers.")
+    stop_at_greedy: float | None = Field(None, gt=0, le=1, description="This model's warm-start stopping skill.")
 
 
 class PretrainConfig(Strict):
@@ -106,6 +107,16 @@ class PretrainConfig(Strict):
         description="Share of corpus answers replaced by random ones (keeps the base policy imperfect).",
     )
     eval_prompts: int = Field(256, gt=0, description="RL train prompts on which the base pass@1 is recorded.")
+    stop_at_greedy: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Stop the warm-start at the first check (every check_every steps) at which the base's greedy "
+        "accuracy on the eval_prompts RL train prompts reaches this; `steps` becomes the cap. Base models of one skill "
+        "across pretrain seeds: at a fixed step count qwen3-tiny's skill depends on the seed (0.07 to 0.85 greedy at "
+        "1,500 steps; docs/protocol.md). Val and test are never read. Off (null) by default.",
+    )
+    check_every: int = Field(50, gt=0, description="Warm-start steps between two stop_at_greedy checks.")
     sft_format_share: float = Field(
         0.0,
         ge=0,
@@ -115,7 +126,8 @@ class PretrainConfig(Strict):
     )
     models: dict[str, PretrainOverride] = Field(
         default_factory=dict,
-        description="Per-model overrides of steps, batch_size, lr and corruption, by model name: two architectures "
+        description="Per-model overrides of steps, batch_size, lr, corruption and stop_at_greedy, by model name: two "
+        "architectures "
         "need different warm-starts to reach the same base skill. A replica `<model>@<k>` takes its model's; a name "
         "the study does not list is ignored (a layered config may list fewer models).",
     )

@@ -1301,6 +1301,7 @@ def build_sections(
             {
                 "model": model,
                 "parameters": base["parameters"],
+                **({"warm-start steps": base["pretrain_steps"]} if "pretrain_steps" in base else {}),
                 "base pass@1 (pretrain check)": base.get("base_pass_at_1"),
                 "train pass@1": s["train"]["pass_at_1"],
                 "val pass@1": s["val"]["pass_at_1"],

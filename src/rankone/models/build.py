@@ -165,14 +165,23 @@ def warmup_corpus(cfg: StudyConfig, data_root: Path, model_name: str) -> list[tu
 
 
 def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: str) -> dict:
+    """Warm-start `model` on its corpus for `pretrain.steps` steps, or, with `pretrain.stop_at_greedy`,
+    until its greedy accuracy on RL train prompts first reaches that skill at a check (the steps a cap)."""
     p = cfg.pretrain.of(model_name)
     seed = pretrain_seed(cfg, model_name)
     task = task_of(cfg.tasks["rl"])
     corpus = warmup_corpus(cfg, data_root, model_name)
+    rows = read_split(data_root / "rl", "train")[: p.eval_prompts]  # never in the warm-up
+    prompts, answers = [r["prompt"] for r in rows], [r["answer"] for r in rows]
+
+    def accuracy(greedy: bool) -> float:
+        samples = sample(model, tokenizer, prompts, 1, 1.0, cfg.rollout.max_new_tokens, greedy=greedy)
+        return sum(task.reward(t, a) for t, a in zip(samples.texts, answers)) / len(prompts)
+
     optimizer = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=0.0)
     model.train()
     t0 = time.time()
-    losses = []
+    losses, checks = [], []
     for step in range(p.steps):
         batch = corpus[step * p.batch_size : (step + 1) * p.batch_size]
         prompt_ids_B_L, prompt_mask_B_L = encode_prompts(tokenizer, [q for q, _ in batch])
@@ -193,19 +202,41 @@ def pretrain(cfg: StudyConfig, model, tokenizer, data_root: Path, model_name: st
                 loss.item(),
                 time.time() - t0,
             )
+        if p.stop_at_greedy is not None and (step + 1) % p.check_every == 0:
+            model.eval()  # greedy decoding draws no random numbers: the run's stream is untouched
+            checks.append({"step": step + 1, "greedy": accuracy(greedy=True)})
+            model.train()
+            if checks[-1]["greedy"] >= p.stop_at_greedy:
+                log.info(
+                    "%s reached greedy %.3f on RL train prompts at step %d (target %.2f): warm-start stops",
+                    model_name,
+                    checks[-1]["greedy"],
+                    step + 1,
+                    p.stop_at_greedy,
+                )
+                break
     model.eval()
     torch.manual_seed(seed)
-    rows = read_split(data_root / "rl", "train")  # never in the warm-up
-    prompts = [r["prompt"] for r in rows[: p.eval_prompts]]
-    answers = [r["answer"] for r in rows[: p.eval_prompts]]
-    samples = sample(model, tokenizer, prompts, 1, 1.0, cfg.rollout.max_new_tokens)
-    pass_at_1 = sum(task.reward(t, a) for t, a in zip(samples.texts, answers)) / len(prompts)
+    pass_at_1 = accuracy(greedy=False)
     log.info("%s base pass@1 on %d RL train prompts: %.3f", model_name, len(prompts), pass_at_1)
-    return {
-        "pretrain_steps": p.steps,
+    stats = {
+        "pretrain_steps": len(losses),
         "pretrain_corruption": p.corruption,
         "pretrain_seconds": round(time.time() - t0, 2),
         "pretrain_final_loss": sum(losses[-20:]) / len(losses[-20:]),
         "base_pass_at_1": pass_at_1,
         "base_pass_at_1_prompts": len(prompts),
     }
+    if p.stop_at_greedy is not None:
+        reached = bool(checks) and checks[-1]["greedy"] >= p.stop_at_greedy
+        if not reached:
+            log.warning(
+                "%s never reached greedy %.2f on RL train prompts in %d warm-start steps (last check %.3f): "
+                "the base is weaker than pretrain.stop_at_greedy asks",
+                model_name,
+                p.stop_at_greedy,
+                p.steps,
+                checks[-1]["greedy"] if checks else float("nan"),
+            )
+        stats |= {"pretrain_stop_at_greedy": p.stop_at_greedy, "pretrain_reached": reached, "pretrain_checks": checks}
+    return stats
