@@ -70,9 +70,10 @@ def test_experiment_configs_layer_over_the_default(name, tmp_path):
     elif name == "learning-pilot":  # a weaker base than the sharpening arm's, longer RL, the controls in the grid
         assert cfg.pretrain.steps < strong["pretrain"]["steps"] and cfg.rl.steps > strong["rl"]["steps"]
         assert "temperature" in cfg.regime_methods("rl") and cfg.regimes == ["rl"]
-    elif name == "learning":  # per-model weaker bases, all three sharpening controls, grids that extend
-        assert all(cfg.pretrain.of(m).steps < strong["pretrain"]["steps"] for m in cfg.models)
-        assert len({cfg.pretrain.of(m).steps for m in cfg.models}) == len(cfg.models) == 2
+    elif name == "learning":  # per-model weaker bases (fewer steps, or a stop by skill), all three controls
+        warm = [cfg.pretrain.of(m) for m in cfg.models]
+        assert all(p.steps < strong["pretrain"]["steps"] or p.stop_at_greedy <= 0.3 for p in warm)
+        assert len({(p.steps, p.stop_at_greedy) for p in warm}) == len(cfg.models) == 2
         assert {"temperature", "majority", "fullft", "lora-r1"} <= set(cfg.regime_methods("rl"))
         assert cfg.analysis.lr_extension >= 1 and len(cfg.confirmation.seeds["rl"]) >= 6
     elif name == "two-by-two":  # both regimes on the RL task, one architecture
