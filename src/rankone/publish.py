@@ -692,7 +692,8 @@ def regime_by_task(reports_root: Path, table: pd.DataFrame) -> pd.DataFrame:
 
 REGIME_BY_TASK_WORDS = (
     "Rank 1 against FullFT by regime and by what the runs had to learn: problems with a rule (the RL "
-    "task; SFT on its correct answers in `two-by-two`) or a random table (SFT's facts; RL's in a "
+    "task; SFT on its correct answers in `two-by-two-sft`, RL on the same base models in `two-by-two-rl`) "
+    "or a random table (SFT's facts; RL's in a "
     "crossover's table sizes), each set of runs once. `about`: what the RL verdict is about "
     "(learning or sharpening, from the study's sharpening profile; blank where the study predates it). "
     "A cell with no row has no published study yet."
