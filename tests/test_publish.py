@@ -150,8 +150,8 @@ def test_a_study_built_from_uncommitted_changes_is_not_published_unless_allowed(
 
 
 def test_uncommitted_changes_outside_the_code_leave_an_output_reproducible():
-    """A changed config file (published resolved beside the study), prose or a test does not stop a commit
-    from reproducing an output; a changed source file does; a record from before provenance listed
+    """A changed config file (published resolved beside the study), prose, a test or a make target does
+    not stop a commit from reproducing an output; a changed source file does; a record from before provenance listed
     the changed paths counts when a clean output of its stage and commit ran the same code."""
     from rankone.publish import clean_code, from_commit
 
@@ -162,7 +162,7 @@ def test_uncommitted_changes_outside_the_code_leave_an_output_reproducible():
     clean = record(False, [])
     assert from_commit(clean, clean_code([clean]))
     assert from_commit(record(True, ["config/experiments/levers.yaml", "CHANGELOG.md"]), set())
-    assert from_commit(record(True, ["tests/conftest.py", "benchmarks/test_speed.py"]), set())
+    assert from_commit(record(True, ["tests/conftest.py", "benchmarks/test_speed.py", "Makefile"]), set())
     assert not from_commit(record(True, ["config/default.yaml", "src/rankone/rl/step.py"]), set())
     assert from_commit(record(True), clean_code([clean, record(True)]))  # legacy: its code is a clean run's
     assert not from_commit(record(True, digest="f00d"), clean_code([clean]))

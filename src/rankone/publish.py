@@ -373,9 +373,10 @@ def provenance(at: Layout) -> dict:
 
 
 # Uncommitted changes here do not stop a commit from reproducing an output: the resolved config
-# is published beside it (config.yaml), prose changes no number, and no stage runs the tests or
-# the benchmarks.
-OUTSIDE_CODE = ("config/", "docs/", "reports/", "tests/", "benchmarks/")
+# is published beside it (config.yaml), prose changes no number, no stage runs the tests or
+# the benchmarks, and the Makefile only chooses which config files a study layers (its targets) and
+# installs the lock (the packages each output ran are in its provenance).
+OUTSIDE_CODE = ("config/", "docs/", "reports/", "tests/", "benchmarks/", "Makefile")
 
 
 def clean_code(records: list[dict]) -> set[tuple]:
