@@ -82,7 +82,7 @@ def forward(argv: list[str], commands: set[str]) -> int | None:
         conn.close()
         return None
     pid = reply["pid"]
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in HELD:
         signal.signal(sig, lambda number, frame: _signal(pid, number))
     try:
         done = json.loads(conn.recv(MESSAGE) or b"{}")
@@ -94,6 +94,10 @@ def forward(argv: list[str], commands: set[str]) -> int | None:
     if code == REFUSED:
         return None
     return 128 - code if code < 0 else code  # killed by a signal: the shell's convention
+
+
+# Signals a job's command forwards to it (forward), held back while the server forks the job.
+HELD = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
 
 def _signal(pid: int, number: int) -> None:
@@ -186,11 +190,16 @@ def serve(
             continue
         sys.stdout.flush()
         sys.stderr.flush()
+        # The child starts with the server's handlers (SIGTERM passed on to the served command): a signal
+        # its command forwards before the child has set its own would be spent on the server's. Held
+        # back across the fork, it reaches the child once the child's handlers are its own.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
         pid = os.fork()
         if pid == 0:
             listener.close()
             conn.close()
-            _run_child(request, fds, kernels, run)
+            _run_child(request, fds, kernels, run, mask)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         _close(fds)
         log.info("jobserver: pid %d runs rankone %s (in %s)", pid, " ".join(request["argv"]), request["cwd"])
         conn.send(json.dumps({"pid": pid}).encode())
@@ -253,13 +262,16 @@ def _watch(conn: socket.socket, pid: int, live: set[int]) -> None:
     conn.close()
 
 
-def _run_child(request: dict, fds, kernels: str, run: Callable[[], int]) -> None:
-    """In the forked child: become the command (its streams, folder, environment, arguments), run it, exit."""
+def _run_child(request: dict, fds, kernels: str, run: Callable[[], int], mask: set) -> None:
+    """In the forked child: become the command (its streams, folder, environment, arguments), run it, exit.
+    `mask`: the signal mask to restore once the command's handlers are set (a signal held back since
+    the fork is delivered then)."""
     code = 1
     try:
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         _close(fds)
