@@ -3,7 +3,7 @@
 # make slurm-env: add the SLURM executor plugin (envs/slurm.txt) for workflow/profiles/slurm
 # make publish: the static site under reports/ from every study under results/ (see README)
 # make image: the CPU image (build/image/rankone-cpu) from Debian and the lock; make study-in-image runs the study in it
-# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / crossover / crossover-o_proj / trl / two-by-two (two-by-two-sft, two-by-two-rl: its halves) / learning-pilot / learning (learning-qwen3: its qwen3-tiny arm) / real : experiments layered over the default study
+# make layers / capacity / truncation / levers / calibration / tinylora / rl-capacity / crossover / crossover-o_proj / trl (trl-2x2: at the 2x2's size) / two-by-two (two-by-two-sft, two-by-two-rl: its halves) / learning-pilot / learning (learning-qwen3: its qwen3-tiny arm) / real : experiments layered over the default study
 VENV := .venv
 IMAGE := build/image/rankone-cpu
 PYTHON ?= python3.11
@@ -16,7 +16,7 @@ INSTALLER ?= pip
 UV := build/uv/bin/uv
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: image image-check study-in-image gpu-vendor gpu-rehearsal slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover crossover-o_proj crossover-mlp share-mlp trl two-by-two two-by-two-sft two-by-two-rl learning-pilot learning learning-qwen3 real test benchmark lint env
+.PHONY: image image-check study-in-image gpu-vendor gpu-rehearsal slurm-env publish study smoke layers capacity truncation levers calibration tinylora rl-capacity crossover crossover-o_proj crossover-mlp share-mlp trl two-by-two two-by-two-sft two-by-two-rl trl-2x2 learning-pilot learning learning-qwen3 real test benchmark lint env
 
 env: $(VENV)/.installed
 
@@ -102,6 +102,12 @@ learning-qwen3: env
 trl: env
 	$(call SNAKEMAKE,config/experiments/trl.yaml)
 	rankone compare results/default results/trl --out results/trl/analysis/beside-rankone.md
+
+# The same cross-check at a size this CPU affords: the 2x2's FullFT and rank-1 RL cells through TRL at the
+# lrs rankone chose for them (needs make two-by-two-rl for the comparison; about 2 h of both cores here).
+trl-2x2: env
+	$(call SNAKEMAKE,config/experiments/two-by-two.yaml config/experiments/two-by-two-rl.yaml config/experiments/trl-2x2.yaml)
+	rankone compare results/two-by-two-rl results/trl-2x2 --out results/trl-2x2/analysis/beside-rankone.md
 
 # The RL capacity crossover: one study per table size (config/experiments/crossover/), then the
 # crossover over them (results/crossover/crossover.md; `make publish` publishes it as reports/crossover/).

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -111,6 +112,33 @@ def test_an_experiment_run_in_part_keeps_the_whole_s_recipe(part, whole):
         assert cfg.regimes == ["rl"] and {"fullft", "lora-r1", "lora-r16"} <= set(cfg.methods)
     else:
         assert cfg.models == ["qwen3-tiny"] and cfg.regimes == ["rl"]
+
+
+def test_the_trl_cross_check_retrains_the_2x2_s_rl_cells_at_the_lrs_rankone_chose():
+    """`trl-2x2` trains a subset of `two-by-two-rl`'s runs (same base models, task, steps, seeds) through TRL,
+    each method at the lr rankone's published sweep chose for it, with nothing left to extend."""
+
+    def experiment(name):
+        return yaml.safe_load((ROOT / "config" / "experiments" / f"{name}.yaml").read_text())
+
+    whole = layer(
+        layer(yaml.safe_load((ROOT / "config" / "default.yaml").read_text()), experiment("two-by-two")),
+        experiment("two-by-two-rl"),
+    )
+    rankone_cfg, cfg = validate(whole), validate(layer(whole, experiment("trl-2x2")))
+    assert cfg.rl.trainer == "trl" and rankone_cfg.rl.trainer != "trl" and cfg.analysis.lr_extension == 0
+    assert cfg.tasks == rankone_cfg.tasks and cfg.rl.steps == rankone_cfg.rl.steps
+    assert all(cfg.pretrain.of(m) == rankone_cfg.pretrain.of(m) for m in cfg.models)
+    assert set(cfg.confirmation.seeds["rl"]) <= set(rankone_cfg.confirmation.seeds["rl"])
+    assert cfg.confirmation.base_models == rankone_cfg.confirmation.base_models
+
+    def key(r):
+        return (r.regime, r.model, r.method, r.lr, r.seed)
+
+    assert {key(r) for r in cfg.runs()} <= {key(r) for r in rankone_cfg.runs()}
+    chosen = pd.read_csv(ROOT / "reports" / "two-by-two-rl" / "data" / "best_lr.csv")
+    chosen = {r.method: r.lr for r in chosen.itertuples() if r.method in cfg.methods}
+    assert chosen.keys() == set(cfg.methods) and {r.method: r.lr for r in cfg.runs()} == chosen
 
 
 BAD = [
