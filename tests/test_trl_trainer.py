@@ -82,6 +82,7 @@ def test_compare_puts_the_verdicts_both_studies_judge_side_by_side(tmp_path):
 
     from rankone.cli import main
     from rankone.compare import side_by_side
+    from rankone.publish import beside_section
 
     def table(rows):
         cols = ["regime", "model", "method", "metric", "lr", "gap", "ci_low", "ci_high", "seeds", "verdict", "about"]
@@ -107,4 +108,12 @@ def test_compare_puts_the_verdicts_both_studies_judge_side_by_side(tmp_path):
         and "**worse**" in out.read_text()
         and "0 of 1 verdicts agree" in out.read_text()
     )
+    # the same rows as a table beside the markdown, which the cross-check's page shows after its answer
+    heading, (sentence, shown) = beside_section(pd.read_csv(out.with_suffix(".csv")))
+    assert heading == "Beside a" and "both b and a judge" in sentence and "0 of 1 verdicts agree." in sentence
+    assert list(shown.iloc[0])[-3:] == [
+        "-0.010 [-0.030, +0.010], 12, parity",
+        "-0.200 [-0.300, -0.100], 12, worse",
+        "no",
+    ]
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "nowhere")]) == 2

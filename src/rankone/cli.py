@@ -500,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
         help="two studies' verdicts side by side (e.g. the default and its cross-check through TRL), as markdown",
     )
     compare.add_argument("studies", nargs=2, metavar="STUDY", help="results/<exp>, reports/<exp> or a verdicts.csv")
-    compare.add_argument("--out", help="also write the table to this markdown file")
+    compare.add_argument("--out", help="also write the table to this markdown file, and its rows to the .csv beside it")
     compare.set_defaults(func=None)
     crossover = sub.add_parser(
         "crossover",
@@ -556,10 +556,12 @@ def main(argv: list[str] | None = None) -> int:
         names = tuple(
             Path(study).name if Path(study).is_dir() else Path(study).parent.parent.name for study in args.studies
         )
-        text = markdown(*side_by_side(*tables, names), names) + "\n"
+        both, only = side_by_side(*tables, names)
+        text = markdown(both, only, names) + "\n"
         sys.stdout.write(text)
-        if args.out:
+        if args.out:  # the markdown, and the same rows as a table beside it (a study page shows it: rankone.publish)
             Path(args.out).write_text(text)
+            both.to_csv(Path(args.out).with_suffix(".csv"), index=False)
         return 0
     if args.command == "crossover":
         from rankone.crossover import crossover_table, time_span, write

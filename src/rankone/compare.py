@@ -43,29 +43,36 @@ def side_by_side(a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str]) -> tu
     return both.sort_values(KEY, ignore_index=True), only
 
 
+def names_of(both: pd.DataFrame) -> tuple[str, ...]:
+    """The two studies' names in a side-by-side table (its `verdict (<name>)` columns)."""
+    return tuple(c[len("verdict (") : -1] for c in both.columns if c.startswith("verdict ("))
+
+
+def cells(both: pd.DataFrame, mark: str = "") -> pd.DataFrame:
+    """The side-by-side rows for reading: per study, the gap with its interval, the seeds and the verdict
+    (between `mark`s: `**` in markdown)."""
+    shown = both[KEY].copy()
+    for n in names_of(both):
+        shown[f"{n}: gap [95% CI], seeds, verdict"] = [
+            f"{r[f'gap ({n})']:+.3f} [{r[f'ci_low ({n})']:+.3f}, {r[f'ci_high ({n})']:+.3f}], "
+            f"{r[f'seeds ({n})']:.0f}, {mark}{r[f'verdict ({n})']}{mark}"
+            for r in both.to_dict("records")
+        ]
+    shown["agree"] = both["agree"].map({True: "yes", False: "no"})
+    return shown
+
+
+def agreement(both: pd.DataFrame, only: int) -> str:
+    """How many of the verdicts both studies judge agree."""
+    said = f"{int(both['agree'].sum())} of {len(both)} verdicts agree"
+    return said + (f"; {only} rows judged by one study alone." if only else ".")
+
+
 def markdown(both: pd.DataFrame, only: int, names: tuple[str, str]) -> str:
     """The table as markdown: per study, the gap with its interval, the seeds and the verdict."""
     if both.empty:
         return f"No comparison is judged by both {names[0]} and {names[1]}."
-    lines = [
-        "| regime | model | method | metric | "
-        + " | ".join(f"{n}: gap [95% CI], seeds, verdict" for n in names)
-        + " | agree |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in both.to_dict("records"):
-        cells = [
-            f"{r[f'gap ({n})']:+.3f} [{r[f'ci_low ({n})']:+.3f}, {r[f'ci_high ({n})']:+.3f}], "
-            f"{r[f'seeds ({n})']:.0f}, **{r[f'verdict ({n})']}**"
-            for n in names
-        ]
-        lines.append(
-            f"| {r['regime']} | {r['model']} | {r['method']} | {r['metric']} | {' | '.join(cells)} | "
-            f"{'yes' if r['agree'] else 'no'} |"
-        )
-    agree = int(both["agree"].sum())
-    lines += [
-        "",
-        f"{agree} of {len(both)} verdicts agree" + (f"; {only} rows judged by one study alone." if only else "."),
-    ]
-    return "\n".join(lines)
+    shown = cells(both, mark="**")
+    lines = ["| " + " | ".join(shown.columns) + " |", "|" + " --- |" * len(shown.columns)]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in shown.itertuples(index=False)]
+    return "\n".join(lines + ["", agreement(both, only)])
