@@ -109,8 +109,9 @@ def test_compare_puts_the_verdicts_both_studies_judge_side_by_side(tmp_path):
         and "0 of 1 verdicts agree" in out.read_text()
     )
     # the same rows as a table beside the markdown, which the cross-check's page shows after its answer
-    heading, (sentence, shown) = beside_section(pd.read_csv(out.with_suffix(".csv")))
+    heading, (sentence, shown) = beside_section(pd.read_csv(out.with_suffix(".csv")), "trl")
     assert heading == "Beside a" and "both b and a judge" in sentence and "0 of 1 verdicts agree." in sentence
+    assert sentence.startswith("b's RL runs were trained by TRL's GRPOTrainer")
     assert list(shown.iloc[0])[-3:] == [
         "-0.010 [-0.030, +0.010], 12, parity",
         "-0.200 [-0.300, -0.100], 12, worse",

@@ -528,7 +528,7 @@ def experiment_page(
         )
         sections = sections[1:]
         if beside is not None:
-            sections.insert(0, beside_section(beside))
+            sections.insert(0, beside_section(beside, cfg.rl.trainer))
     else:
         body.append(
             '<p class="note">This study has not finished: the analysis and the report have not run, so '
@@ -619,16 +619,23 @@ def experiment_page(
     return render.page(f"rankone: {cfg.experiment}", "".join(body), "../index.html")
 
 
-def beside_section(beside: pd.DataFrame) -> tuple[str, list]:
-    """A cross-check's section: its verdicts and the reference study's, row by row, and how many agree."""
+def beside_section(beside: pd.DataFrame, trainer: str = "rankone") -> tuple[str, list]:
+    """A cross-check's section: its verdicts and the reference study's, row by row, and how many agree;
+    `trainer`: the cross-check's rl.trainer."""
     from rankone.compare import agreement, cells, names_of
 
     theirs, ours = names_of(beside)  # `rankone compare REFERENCE CROSS-CHECK`
+    how = (
+        f"{ours}'s RL runs were trained by TRL's GRPOTrainer (rl.trainer: trl; its knobs as docs/protocol.md maps "
+        "them), scored by rankone's own evaluation and judged by the same rule. "
+        if trainer == "trl"
+        else ""
+    )
     return (
         f"Beside {theirs}",
         [
-            f"The comparisons both {ours} and {theirs} judge, each on its own runs (matched by regime, model, method "
-            f"and metric): {agreement(beside, 0)} (`rankone compare`; data/{BESIDE}).",
+            f"{how}The comparisons both {ours} and {theirs} judge, each on its own runs (matched by regime, model, "
+            f"method and metric): {agreement(beside, 0)} (`rankone compare`; data/{BESIDE}).",
             cells(beside),
         ],
     )
