@@ -13,6 +13,11 @@ from rankone.tasks import params_of, task_of
 from tests.conftest import ROOT, smoke_dict
 
 
+def shipped(name: str) -> dict:
+    """A shipped config file as it is written (`default`, or `experiments/<name>`), not layered."""
+    return yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
+
+
 def test_shipped_configs_are_valid():
     default = load(ROOT / "config" / "default.yaml")
     # models x regimes x methods x lrs x seeds, and the two trained sharpening controls in RL alone
@@ -41,9 +46,9 @@ def test_shipped_configs_are_valid():
     ],
 )
 def test_experiment_configs_layer_over_the_default(name, tmp_path):
-    default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
-    strong = yaml.safe_load((ROOT / "config" / "experiments" / "sharpening.yaml").read_text())  # the old default
-    over = yaml.safe_load((ROOT / "config" / "experiments" / f"{name}.yaml").read_text())
+    default = shipped("default")
+    strong = shipped("experiments/sharpening")  # the old default
+    over = shipped(f"experiments/{name}")
     cfg = validate(layer(default, over))
     beside = name == "tinylora"  # adds runs to the default study's own results
     assert cfg.experiment == ("default" if beside else "crossover-unsized" if name == "crossover" else name)
@@ -98,9 +103,7 @@ def test_an_experiment_run_in_part_keeps_the_whole_s_recipe(part, whole):
     """A part of an experiment run on its own (`two-by-two-sft`, `two-by-two-rl`: the 2x2's halves; `learning-qwen3`:
     learning's qwen3-tiny arm) is its own experiment with the whole one's runs for what it keeps:
     the same base models, tasks, grids and seeds."""
-    default = yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
-    over = yaml.safe_load((ROOT / "config" / "experiments" / f"{whole}.yaml").read_text())
-    parted = yaml.safe_load((ROOT / "config" / "experiments" / f"{part}.yaml").read_text())
+    default, over, parted = shipped("default"), shipped(f"experiments/{whole}"), shipped(f"experiments/{part}")
     full, cfg = validate(layer(default, over)), validate(layer(layer(default, over), parted))
     assert cfg.experiment == part and cfg.tasks == full.tasks and cfg.confirmation == full.confirmation
     assert all(cfg.pretrain.of(m) == full.pretrain.of(m) for m in cfg.models)
@@ -117,15 +120,8 @@ def test_an_experiment_run_in_part_keeps_the_whole_s_recipe(part, whole):
 def test_the_trl_cross_check_retrains_the_2x2_s_rl_cells_at_the_lrs_rankone_chose():
     """`trl-2x2` trains a subset of `two-by-two-rl`'s runs (same base models, task, steps, seeds) through TRL,
     each method at the lr rankone's published sweep chose for it, with nothing left to extend."""
-
-    def experiment(name):
-        return yaml.safe_load((ROOT / "config" / "experiments" / f"{name}.yaml").read_text())
-
-    whole = layer(
-        layer(yaml.safe_load((ROOT / "config" / "default.yaml").read_text()), experiment("two-by-two")),
-        experiment("two-by-two-rl"),
-    )
-    rankone_cfg, cfg = validate(whole), validate(layer(whole, experiment("trl-2x2")))
+    whole = layer(layer(shipped("default"), shipped("experiments/two-by-two")), shipped("experiments/two-by-two-rl"))
+    rankone_cfg, cfg = validate(whole), validate(layer(whole, shipped("experiments/trl-2x2")))
     assert cfg.rl.trainer == "trl" and rankone_cfg.rl.trainer != "trl" and cfg.analysis.lr_extension == 0
     assert cfg.tasks == rankone_cfg.tasks and cfg.rl.steps == rankone_cfg.rl.steps
     assert all(cfg.pretrain.of(m) == rankone_cfg.pretrain.of(m) for m in cfg.models)
@@ -397,7 +393,7 @@ def test_truncation_needs_fullft_rl_runs():
 
 
 def test_the_confirmation_study_reruns_each_chosen_lr_on_fresh_seeds_only():
-    data = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    data = shipped("smoke")
     data["confirmation"] = {"seeds": {"rl": [10, 11, 12]}}
     cfg = validate(data)
     chosen = {(r.regime, r.model, r.method): r.lr * (2 if r.method == "fullft" else 1) for r in cfg.runs()}
