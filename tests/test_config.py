@@ -14,7 +14,7 @@ from tests.conftest import ROOT, smoke_dict
 
 
 def shipped(name: str) -> dict:
-    """A shipped config file as it is written (`default`, or `experiments/<name>`), not layered."""
+    """A shipped config file as it is written (`default`, `smoke` or `experiments/<name>`), not layered."""
     return yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
 
 
