@@ -70,20 +70,23 @@ def forward(argv: list[str], commands: set[str]) -> int | None:
     except ValueError:  # not a number: the command's own process reports it, as without a server
         return None
     request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "package": package()}
+    # A signal that comes before the job's pid does is held back, then passed on to the job: a command
+    # killed before it could forward would leave the job to the server's SIGKILL, a status no shell reports.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         conn.connect(path)
         socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
         reply = json.loads(conn.recv(MESSAGE) or b"{}")
     except (OSError, ValueError):
+        reply = {}
+    if "pid" not in reply:  # no server, refused (another checkout) or the server went away: runs here
         conn.close()
-        return None
-    if "pid" not in reply:  # refused (another checkout) or the server went away
-        conn.close()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return None
     pid = reply["pid"]
-    for sig in HELD:
-        signal.signal(sig, lambda number, frame: _signal(pid, number))
+    handlers = {sig: signal.signal(sig, lambda number, frame: _signal(pid, number)) for sig in HELD}
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     try:
         done = json.loads(conn.recv(MESSAGE) or b"{}")
     finally:
@@ -91,7 +94,9 @@ def forward(argv: list[str], commands: set[str]) -> int | None:
     code = done.get("exit")
     if code is None:
         return 1
-    if code == REFUSED:
+    if code == REFUSED:  # runs here after all: its signals are its own again
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
         return None
     return 128 - code if code < 0 else code  # killed by a signal: the shell's convention
 
