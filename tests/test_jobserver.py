@@ -172,3 +172,47 @@ def test_a_socket_or_command_the_server_cannot_use_is_a_one_line_error(tmp_path)
         done = rankone(ROOT, "jobserver", "--config", "config/smoke.yaml", *args)
         assert done.returncode == 2 and said in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_signal_that_comes_before_the_servers_answer_waits_for_the_job_and_reaches_it(tmp_path):
+    """The window between a command's request and the server's answer: a SIGTERM there is held back, not
+    fatal, and goes to the job once its pid comes. The server here is the socket's other end, played by
+    the test, so that the signal lands in that window every time."""
+    import json
+    import socket
+
+    from rankone.jobserver import MESSAGE
+
+    path = tmp_path / "js.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(str(path))
+    listener.listen(1)
+    listener.settimeout(120)
+    env = venv_env(PYTHONPATH=str(ROOT / "src"), RANKONE_JOBSERVER=str(path))
+    command = subprocess.Popen(
+        [sys.executable, "-m", "rankone", "train", "--config", "study.yaml", "--run", RUN],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    job = subprocess.Popen(["sleep", "600"])
+    try:
+        conn, _ = listener.accept()
+        data, fds, _, _ = socket.recv_fds(conn, MESSAGE, 3)
+        for fd in fds:
+            os.close(fd)
+        assert json.loads(data)["argv"][0] == "train"
+        command.send_signal(signal.SIGTERM)
+        with pytest.raises(subprocess.TimeoutExpired):  # held back: the command lives on
+            command.wait(2)
+        conn.send(json.dumps({"pid": job.pid}).encode())
+        assert job.wait(60) == -signal.SIGTERM  # passed on to the job
+        conn.send(json.dumps({"exit": -signal.SIGTERM}).encode())
+        assert command.wait(60) == 128 + signal.SIGTERM
+    finally:
+        for proc in (command, job):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        listener.close()
