@@ -200,6 +200,13 @@ def test_a_task_from_a_local_file_and_a_checker_named_in_the_config(tmp_path):
         ("number", "12 or 13", "12", 0.0),
         ("math", "so x = \\frac{1}{2}", "0.5", 1.0),
         ("math", "x = 2", "0.5", 0.0),
+        # a number's answer is a number: restating the problem as an expression is no answer
+        ("math", "To calculate -(44 + 91), I'll use a combination of", "-135", 0.0),
+        ("math", "44 + 91", "135", 0.0),
+        ("math", "-(44 + 91) = -135.", "-135", 1.0),
+        ("math", "about 1,200 people", "1200", 1.0),
+        # an expression's answer is compared by value
+        ("math", "the answer is $\\sqrt{12}$", "2\\sqrt{3}", 1.0),
     ],
 )
 def test_each_named_checker(tmp_path, checker, completion, answer, reward):

@@ -5,13 +5,26 @@ The checker extracts the final mathematical answer from a completion with
 compares it with the reference by value (`math_verify.verify`), so it tolerates the
 model's phrasing. The reference is parsed as `\\boxed{answer}`. The same checker scores
 the base model, every trained run and every evaluation.
+
+Where the reference is a number, the completion's answer must be written as one (an integer, a
+decimal or a fraction): math-verify evaluates a plain expression, so a completion that only restates
+the problem ("To calculate -(44 + 91), I'll ...") would otherwise score as its answer (-135). An
+answer that is itself an expression (MATH's "2\\sqrt{3}") is compared by value as before.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 
 from rankone.tasks.base import Task
+
+# A number as math-verify writes what it extracted: "-135", "3.5", "1/2", "\\frac{1}{2}".
+NUMBER = re.compile(r"[+-]?(\d+(\.\d+)?|\d+/\d+|\\frac\{\d+\}\{\d+\})")
+
+
+def is_number(text: str) -> bool:
+    return NUMBER.fullmatch(text.replace(" ", "").replace(",", "")) is not None
 
 
 @functools.lru_cache(maxsize=65536)
@@ -43,4 +56,6 @@ class MathAnswerTask(Task):
         if not gold:
             return 0.0
         parsed = parse_completion(completion)
-        return 1.0 if parsed and verify(list(gold), parsed) else 0.0
+        if not parsed or (is_number(answer) and not is_number(str(parsed[-1]))):
+            return 0.0  # no answer, or an expression where a number is asked for (the module's docstring)
+        return 1.0 if verify(list(gold), parsed) else 0.0
