@@ -259,3 +259,24 @@ def test_the_data_stage_builds_a_configured_task_from_a_study_config(tmp_path):
     cfg = validate(smoke_dict(tasks={**smoke_dict()["tasks"], "rl": task}, levers=None))
     manifest = data.build(cfg, "rl", tmp_path / "rl")
     assert manifest["task"] == "dataset" and len(read_split(tmp_path / "rl", "test")) == 8
+
+
+def test_checker_restatements_says_in_one_line_what_it_cannot_measure(tmp_path):
+    """scripts/checker-restatements (the measurement behind real-cpu's withdrawal) refuses a study whose
+    RL task math-verify does not check, and a config that is not there, in one line each."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, venv_env
+
+    script = str(ROOT / "scripts" / "checker-restatements")
+    for study, says in (("config/default.yaml", "is not checked by math-verify"), ("nope.yaml", "nope.yaml")):
+        out = subprocess.run(
+            [sys.executable, script, str(ROOT / study), "llama-tiny"],
+            cwd=tmp_path,
+            env=venv_env(PYTHONPATH=str(ROOT / "src")),
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode != 0 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
