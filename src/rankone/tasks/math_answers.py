@@ -40,6 +40,15 @@ def parse_completion(completion: str) -> list:
     return parse(completion)
 
 
+def equal_by_value(parsed: list, answer: str) -> bool:
+    """math-verify's equivalence alone of an extracted answer (`parse_completion`) and the reference,
+    however the answer is written: the checker before it asked for a number where the reference is one."""
+    from math_verify import verify
+
+    gold = parse_reference(answer)
+    return bool(gold) and bool(parsed) and verify(list(gold), parsed)
+
+
 class MathAnswerTask(Task):
     """A task whose reward is math-verify's equivalence of the completion's answer and the reference."""
 
@@ -50,12 +59,7 @@ class MathAnswerTask(Task):
 
     @classmethod
     def reward(cls, completion: str, answer: str) -> float:
-        from math_verify import verify
-
-        gold = parse_reference(answer)
-        if not gold:
-            return 0.0
         parsed = parse_completion(completion)
-        if not parsed or (is_number(answer) and not is_number(str(parsed[-1]))):
-            return 0.0  # no answer, or an expression where a number is asked for (the module's docstring)
-        return 1.0 if verify(list(gold), parsed) else 0.0
+        if parsed and is_number(answer) and not is_number(str(parsed[-1])):
+            return 0.0  # an expression where a number is asked for (the module's docstring)
+        return 1.0 if equal_by_value(parsed, answer) else 0.0
