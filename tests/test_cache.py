@@ -101,18 +101,53 @@ def test_a_second_checkout_reuses_each_cached_model_its_own_until_the_code_chang
     assert log and provenance != originals["qwen3-tiny"], "changed model code must rebuild, not reuse the cache"
 
 
+def smoke_study():
+    from rankone.config import layered_files, validate
+
+    return validate(layered_files([ROOT / "config/default.yaml", ROOT / "config/smoke.yaml"]))
+
+
 def test_code_digests_follow_each_stage_only(tmp_path):
     package = tmp_path / "rankone"
     shutil.copytree(ROOT / "src/rankone", package)
-    before = {stage: source_digest(stage, package) for stage in ("data", "models", "train", "analysis", "report")}
+    cfg = smoke_study()
+    stages = ("data", "models", "train", "analysis", "report")
+    before = {stage: source_digest(stage, cfg, package) for stage in stages}
     with open(package / "report.py", "a") as f:
         f.write("\n# report change\n")
-    after = {stage: source_digest(stage, package) for stage in before}
+    after = {stage: source_digest(stage, cfg, package) for stage in before}
     assert after["report"] != before["report"]
     assert {k: after[k] for k in ("data", "models", "train", "analysis")} == {
         k: before[k] for k in ("data", "models", "train", "analysis")
     }
     with open(package / "train/rl.py", "a") as f:
         f.write("\n# trainer change\n")
-    assert source_digest("train", package) != before["train"]
-    assert source_digest("models", package) == before["models"]
+    assert source_digest("train", cfg, package) != before["train"]
+    assert source_digest("models", cfg, package) == before["models"]
+
+
+def test_a_change_to_one_task_reruns_only_the_studies_that_name_it(tmp_path):
+    """The math checker's module is run by reasoning-gym (and the hub and dataset tasks), not by
+    the arithmetic and facts tasks the smoke study names: a fix to it moves only the first's
+    digests; a change to the folder's shared code moves every study's."""
+    from rankone.stages import task_files
+
+    package = tmp_path / "rankone"
+    shutil.copytree(ROOT / "src/rankone", package)
+    smoke = smoke_study()
+    assert {t.name for t in smoke.tasks.values()} <= {"arithmetic", "facts"}
+    real = smoke.model_copy(update={"tasks": {"rl": smoke.tasks["rl"].model_copy(update={"name": "reasoning-gym"})}})
+    tasks = package / "tasks"
+    assert tasks / "math_answers.py" in task_files(["reasoning-gym"], package)
+    assert tasks / "math_answers.py" not in task_files(["arithmetic", "facts"], package)
+    assert task_files(["dataset"], package) == sorted(
+        tasks / name for name in ("__init__.py", "base.py", "confidence.py", "dataset.py", "hub.py", "math_answers.py")
+    )
+    before = {study: source_digest("train", cfg, package) for study, cfg in (("smoke", smoke), ("real", real))}
+    with open(tasks / "math_answers.py", "a") as f:
+        f.write("\n# a checker fix\n")
+    assert source_digest("train", smoke, package) == before["smoke"]
+    assert source_digest("train", real, package) != before["real"]
+    with open(tasks / "base.py", "a") as f:
+        f.write("\n# a change every task runs\n")
+    assert source_digest("train", smoke, package) != before["smoke"]

@@ -432,7 +432,7 @@ def test_provenance_names_the_stage_its_config_and_code(smoke):
     run = cfg.runs()[0]
     prov = read_json(smoke / Layout(cfg).train(run) / "run.json")["provenance"]
     assert prov["stage"] == "train" and prov["config_digest"] == config_digest(cfg, "train", run.regime)
-    assert prov["code_digest"] == source_digest("train", smoke / "src/rankone")
+    assert prov["code_digest"] == source_digest("train", cfg, smoke / "src/rankone")
     assert prov["cpu"]["switches"] == CPU_KERNELS[cfg.cpu_kernels]  # set inside the job
     manifest = read_json(smoke / Layout(cfg).data("sft") / "manifest.json")["provenance"]
     assert manifest["stage"] == "data" and manifest["config_sections"] == ["seed", "tasks.sft"]

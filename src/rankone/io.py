@@ -164,7 +164,7 @@ def provenance(cfg, stage: str, seed: int | None, started: float, regime: str | 
         **({"cpu": cpu_info()} if "cpu_kernels" in sections else {}),
         "config_sections": sections,
         "config_digest": config_digest(cfg, stage, regime),
-        "code_digest": source_digest(stage),
+        "code_digest": source_digest(stage, cfg),
         "seed": seed,
         "packages": package_versions(),
         "python": platform.python_version(),

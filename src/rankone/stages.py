@@ -7,12 +7,16 @@ each output's provenance (config and code digest), and a training checkpoint's
 identity (so a resume never continues onto a changed config or base model).
 
 A change to the report code reruns the report only; a change to a trainer reruns
-training and what follows, never the data or the base models.
+training and what follows, never the data or the base models; a change to one task's code (its
+module under tasks/ and what that module imports from the folder) reruns only the studies that
+name the task.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,8 +37,11 @@ COMMON = (
     "presets.py",
     "registry.py",
     "stages.py",
-    "tasks",
 )
+# The task folder's code every study runs (the registry, the base class, the confidence wrapper);
+# each task's own module, and the folder's modules it imports, only in a study that names the task.
+TASKS_DIR = "tasks"
+TASKS_COMMON = ("__init__.py", "base.py", "confidence.py")
 
 
 @dataclass(frozen=True)
@@ -193,7 +200,63 @@ def config_digest(cfg, stage: str, regime: str | None = None, lineage: bool = Fa
     return cfg.digest(*sections)
 
 
-def source_files(stage: str, package: Path = PACKAGE) -> list[Path]:
+def study_tasks(cfg) -> list[str]:
+    """The names of the tasks a study's config names (tasks.rl, tasks.sft, tasks.format)."""
+    return sorted({spec.name for spec in cfg.tasks.values()})
+
+
+def task_files(names: Iterable[str], package: Path = PACKAGE) -> list[Path]:
+    """The files under `package`/tasks that the named tasks run: the folder's shared code, the
+    module whose task class has each name and, transitively, the folder's modules it imports.
+    Read from this checkout's source, not imported. A task an installed package adds
+    (rankone.tasks.installed) is its package's code: only the folder's modules it imports count."""
+    from importlib.metadata import entry_points
+    from importlib.util import find_spec
+
+    folder = package / TASKS_DIR
+    prefix = f"rankone.{TASKS_DIR}."
+    trees = {path: ast.parse(path.read_text(), str(path)) for path in sorted(folder.glob("*.py"))}
+
+    def imports(tree: ast.AST) -> set[Path]:
+        return {
+            folder / f"{node.module.removeprefix(prefix)}.py"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix)
+        }
+
+    def named(tree: ast.AST) -> set[str]:  # the `name = "..."` of each class the module defines
+        return {
+            stmt.value.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef)
+            for stmt in node.body
+            if isinstance(stmt, ast.Assign)
+            and [getattr(t, "id", None) for t in stmt.targets] == ["name"]
+            and isinstance(stmt.value, ast.Constant)
+        }
+
+    modules = {task: path for path, tree in trees.items() for task in named(tree)}
+    installed = {entry.name: entry.module for entry in entry_points(group="rankone.tasks")}
+    files = {folder / name for name in TASKS_COMMON}
+    todo: set[Path] = set()
+    for name in names:
+        if name in modules:
+            todo.add(modules[name])
+        elif name in installed and (spec := find_spec(installed[name])) and spec.origin:
+            todo |= imports(ast.parse(Path(spec.origin).read_text()))
+        else:
+            raise ValueError(f"task {name!r}: no module under {folder} defines it and no installed package adds it")
+    while todo:
+        path = todo.pop()
+        if path not in files and path in trees:
+            files.add(path)
+            todo |= imports(trees[path])
+    return sorted(files)
+
+
+def source_files(stage: str, cfg, package: Path = PACKAGE) -> list[Path]:
+    """The library files `stage` runs for the study `cfg`: the common code, the code of the tasks
+    it names, and the stage's own (rankone.stages.STAGES)."""
     files: list[Path] = []
     for name in (*COMMON, *STAGES[stage].sources):
         path = package / name
@@ -201,14 +264,15 @@ def source_files(stage: str, package: Path = PACKAGE) -> list[Path]:
             files += sorted(path.rglob("*.py"))
         elif path.exists():
             files.append(path)
-    return files
+    return files + task_files(study_tasks(cfg), package)
 
 
-def source_digest(stage: str, package: str | Path = PACKAGE) -> str:
-    """Hash of the stage's source files under `package` (the checkout's src/rankone)."""
+def source_digest(stage: str, cfg, package: str | Path = PACKAGE) -> str:
+    """Hash of the files `stage` runs for the study `cfg` under `package` (the checkout's
+    src/rankone)."""
     package = Path(package)
     h = hashlib.sha256()
-    for path in source_files(stage, package):
+    for path in source_files(stage, cfg, package):
         h.update(path.relative_to(package).as_posix().encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]

@@ -126,8 +126,10 @@ def check_plan():
             raise WorkflowError(str(err)) from None
 
 
+@functools.cache
 def code(stage):
-    return source_digest(stage, f"{SRC}/rankone")
+    """The digest of the library code `stage` runs for this study (rankone.stages.source_digest)."""
+    return source_digest(stage, STUDY, f"{SRC}/rankone")
 
 
 def wildcard(name):

@@ -109,7 +109,7 @@ def identity(cfg: StudyConfig, run: RunId, model_dir: Path) -> dict:
     return {
         "run": run.path,
         "config": config_digest(cfg, "train", run.regime, lineage=True),
-        "code": source_digest("train"),
+        "code": source_digest("train", cfg),
         "base_model": sha256_file(Path(model_dir) / "rankone.json"),
     }
 
