@@ -805,3 +805,16 @@ def test_the_sft_arm_note_speaks_of_a_table_only_where_the_task_has_one():
     note = sft_arm_note(info(1024.0))
     assert "the table holds 1,024 bits" in note and "FullFT stored 900 bits (88%)" in note
     assert sft_arm_note(info(math.nan)) == ""
+
+
+def test_the_base_policy_band_reads_a_checkpoint_that_was_not_warm_started_from_its_rollouts():
+    """The report's 5-60% check of a base's pass@1 on RL train prompts: the warm-start's own check where
+    there is one, else the rollouts stage's train samples (a converted checkpoint such as SmolLM2 has no
+    warm-start; before, its page said nothing about the band)."""
+    from rankone.report import base_band
+
+    assert base_band({"base pass@1 (pretrain check)": 0.03, "train pass@1": 0.2}) == "3% (outside 5-60%)"
+    assert base_band({"base pass@1 (pretrain check)": 0.2, "train pass@1": 0.01}) == "20%"
+    converted = {"base pass@1 (pretrain check)": None}
+    assert base_band({**converted, "train pass@1": 0.041}) == "4% (rollouts stage) (outside 5-60%)"
+    assert base_band({**converted, "train pass@1": 0.3}) == "30% (rollouts stage)"

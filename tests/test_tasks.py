@@ -261,18 +261,24 @@ def test_the_data_stage_builds_a_configured_task_from_a_study_config(tmp_path):
     assert manifest["task"] == "dataset" and len(read_split(tmp_path / "rl", "test")) == 8
 
 
-def test_checker_restatements_says_in_one_line_what_it_cannot_measure(tmp_path):
+def test_the_measurement_scripts_say_in_one_line_what_they_cannot_measure(tmp_path):
     """scripts/checker-restatements (the measurement behind real-cpu's withdrawal) refuses a study whose
-    RL task math-verify does not check, and a config that is not there, in one line each."""
+    RL task math-verify does not check, and a config that is not there; scripts/base-pass-at-k a config
+    that is not there and a study whose models are not built (here, in an empty folder); one line each."""
     import subprocess
     import sys
 
     from tests.conftest import ROOT, venv_env
 
-    script = str(ROOT / "scripts" / "checker-restatements")
-    for study, says in (("config/default.yaml", "is not checked by math-verify"), ("nope.yaml", "nope.yaml")):
+    refusals = (
+        ("checker-restatements", "config/default.yaml", "is not checked by math-verify"),
+        ("checker-restatements", "nope.yaml", "nope.yaml"),
+        ("base-pass-at-k", "nope.yaml", "nope.yaml"),
+        ("base-pass-at-k", "config/default.yaml", "not built; run the study's data and models stages first"),
+    )
+    for name, study, says in refusals:
         out = subprocess.run(
-            [sys.executable, script, str(ROOT / study), "llama-tiny"],
+            [sys.executable, str(ROOT / "scripts" / name), str(ROOT / study), "llama-tiny"],
             cwd=tmp_path,
             env=venv_env(PYTHONPATH=str(ROOT / "src")),
             capture_output=True,
